@@ -1,0 +1,98 @@
+"""Settings of the collector process (pydantic-settings, env prefix ``DRIFTLINE_``).
+
+Nothing here reads the environment at import time: entry points call :func:`load_settings`
+and pass the object down; tests build ``Settings(...)`` directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from collector.errors import ConfigError
+
+ENV_PREFIX = "DRIFTLINE_"
+DEFAULT_DATABASE_URL = "sqlite:///./driftline-data/driftline.db"
+
+
+class Settings(BaseSettings):
+    """Configuration of ``driftline collector``.
+
+    Every field can be set as ``DRIFTLINE_<FIELD>`` (upper case). Sizes are bytes, durations
+    seconds, money USD.
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    database_url: str = Field(
+        DEFAULT_DATABASE_URL,
+        description="SQLAlchemy URL: sqlite:///path or postgresql+psycopg://user@host/db.",
+    )
+    host: str = Field("127.0.0.1", description="Bind address of the HTTP and gRPC receivers.")
+    http_port: int = Field(4318, ge=0, le=65535, description="OTLP/HTTP + REST port.")
+    grpc_port: int = Field(4317, ge=0, le=65535, description="OTLP/gRPC port (0 = disabled).")
+    dev: bool = Field(False, description="Single tenant `default`, no API keys; loopback only.")
+    auto_migrate: bool = Field(True, description="Run alembic `upgrade head` at start-up.")
+
+    max_body_bytes: int = Field(
+        64 * 1024 * 1024,
+        gt=0,
+        description="Largest OTLP body accepted, measured after decompression (HTTP 413 above).",
+    )
+    queue_max_spans: int = Field(
+        200_000, gt=0, description="Spans waiting for the writer before HTTP 503 / gRPC UNAVAILABLE."
+    )
+    writer_max_batch_spans: int = Field(
+        20_000, gt=0, description="Spans written in one transaction (group commit)."
+    )
+    max_text_chars: int = Field(
+        1_000_000,
+        gt=0,
+        description="Captured input/output text longer than this is truncated with a marker.",
+    )
+    prices: Path | None = Field(
+        None,
+        description="JSON price file (USD per 1M tokens per model) merged over the shipped table.",
+    )
+    gpu_cost_per_hour: dict[str, float] = Field(
+        default_factory=dict,
+        description='Self-hosted replica cost, JSON {"service.name": usd_per_hour}.',
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_dialect(cls, v: str) -> str:
+        if not (v.startswith("sqlite") or v.startswith("postgresql")):
+            raise ValueError("must start with sqlite:// or postgresql+psycopg://")
+        return v
+
+    @field_validator("prices")
+    @classmethod
+    def _prices_exists(cls, v: Path | None) -> Path | None:
+        if v is not None and not v.is_file():
+            raise ValueError(f"price file {v} does not exist")
+        return v
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build :class:`Settings` from explicit overrides, then the environment, then defaults.
+
+    Raises:
+        ConfigError: a value is invalid; the message names the ``DRIFTLINE_*`` variable.
+    """
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """Render a pydantic ValidationError as ``DRIFTLINE_FIELD: message`` lines."""
+    lines = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "?"
+        lines.append(f"{ENV_PREFIX}{field.upper()}: {err['msg']} (got {err.get('input')!r})")
+    return "invalid configuration: " + "; ".join(lines)

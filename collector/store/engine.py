@@ -1,0 +1,104 @@
+"""Database engines and schema migrations.
+
+``make_engine`` dispatches on the URL's dialect; ``upgrade``/``downgrade``/``current`` drive
+alembic programmatically against ``migrations/`` (which never imports project code).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+import migrations
+
+
+def _json_dumps(obj: Any) -> str:
+    return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def make_engine(url: str, *, echo: bool = False) -> Engine:
+    """Create an engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``).
+
+    SQLite: the database file's folder is created on first use, and each connection gets the
+    pragmas below. PostgreSQL: a pre-pinged pool.
+    """
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        db = u.database
+        if db and db != ":memory:" and not db.startswith("file:"):
+            Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url,
+            echo=echo,
+            json_serializer=_json_dumps,
+            connect_args={"timeout": 30, "check_same_thread": False},
+        )
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            # WAL: readers (API, drift, dashboard) never block the single writer.
+            cur.execute("PRAGMA journal_mode=WAL")
+            # FULL: a commit is fsynced, so an acknowledged span survives kill -9 and power loss.
+            cur.execute("PRAGMA synchronous=FULL")
+            # Wait for the write lock (other processes, e.g. the CLI) instead of failing at once.
+            cur.execute("PRAGMA busy_timeout=30000")
+            # SQLite ignores foreign keys unless asked per connection.
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        return engine
+    return create_engine(url, echo=echo, pool_pre_ping=True, json_serializer=_json_dumps)
+
+
+def alembic_config(url: str) -> Config:
+    """An alembic ``Config`` for ``url`` pointing at the shipped ``migrations`` folder."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate the database at ``url`` up to ``revision``."""
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            cfg = alembic_config(url)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+    finally:
+        engine.dispose()
+
+
+def downgrade(url: str, revision: str = "base") -> None:
+    """Migrate the database at ``url`` down to ``revision``."""
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            cfg = alembic_config(url)
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, revision)
+    finally:
+        engine.dispose()
+
+
+def current(url: str) -> str | None:
+    """The revision the database at ``url`` is at, or None when it has none."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()

@@ -1,0 +1,1 @@
+"""Alembic migrations of driftline. Revisions never import project code."""
