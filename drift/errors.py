@@ -5,3 +5,11 @@ from __future__ import annotations
 
 class DriftError(Exception):
     """Root of every error raised by ``drift``."""
+
+
+class EmbeddingModelUnavailableError(DriftError):
+    """The optional embedding model (extra ``embeddings``) is not installed or cannot load."""
+
+
+class CalibrationError(DriftError):
+    """The reference window is too small to calibrate a noise threshold."""
