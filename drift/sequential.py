@@ -468,8 +468,8 @@ def rare_event_test(
     keep = (k_a + k_b > 0) & (n_a > 0) & (n_b > 0)
     # The likelihood depends on the counts only through their sums per exposure share.
     shifts, group = np.unique(np.log(n_b[keep]) - np.log(n_a[keep]), return_inverse=True)
-    ka = np.bincount(group, weights=k_a[keep], minlength=shifts.size)
-    kb = np.bincount(group, weights=k_b[keep], minlength=shifts.size)
+    ka = np.bincount(group, weights=k_a[keep], minlength=shifts.size).astype(np.float64)
+    kb = np.bincount(group, weights=k_b[keep], minlength=shifts.size).astype(np.float64)
     shift = shifts  # logit of the candidate's exposure share s_i
     x0 = math.log(rate_ratio_null)
     log_e = 0.0
