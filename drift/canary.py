@@ -10,11 +10,13 @@ caller's job. Method choices: ``shared/reference/drift-canary-judge-methods.md``
 Decision rule (reference section 5 (ii)), with K metrics and ``threshold = K / alpha``
 (e-Bonferroni, valid at every look):
 
-1. SRM gate: Dirichlet-multinomial e-value >= 1/srm_alpha -> ``rollback`` (assignment is
+1. An arm without requests in the current step -> ``inconclusive`` ("insufficient canary
+   data") once the step's minimum time (or the time limit) has passed, ``hold`` before. Missing
+   data is not measured harm (case 25 B/C), and routing needs a human.
+2. SRM gate: Dirichlet-multinomial e-value >= 1/srm_alpha -> ``rollback`` (assignment is
    broken, e.g. the gateway drops canary requests; no metric is trusted).
-2. Any metric's harm e-value (null: harm <= tolerated margin) >= threshold -> ``rollback``.
-3. An arm or a required metric still without data once the step's minimum time has passed (or
-   the time limit is reached) -> ``inconclusive`` ("insufficient canary data"); before -> hold.
+3. Any metric's harm e-value (null: harm <= tolerated margin) >= threshold -> ``rollback``;
+   a required metric without data -> ``inconclusive`` / ``hold`` as in 1.
 4. Step minimum samples (both arms) and minimum time not reached -> ``hold``.
 5. Every required metric's non-inferiority e-value (null: harm >= margin) >= threshold ->
    ``promote``. (One-sided version of "confidence-sequence bound inside the margin".)
@@ -154,7 +156,8 @@ class RolloutPolicy:
             raise ValueError("metrics must be non-empty with unique names")
 
 
-def _array(values: ArrayLike | None) -> NDArray[np.float64]:
+def to_float_array(values: ArrayLike | None) -> NDArray[np.float64]:
+    """Flatten to float64, ``None`` -> NaN (unknown, never 0); ``None`` input -> empty."""
     if values is None:
         return np.empty(0)
     arr = np.array([math.nan if v is None else v for v in np.ravel(np.asarray(values, object))])
@@ -194,7 +197,7 @@ class CountObservations:
             (baseline_rates, baseline_requests),
             (candidate_rates, candidate_requests),
         ):
-            r, n = _array(rates), _array(requests)
+            r, n = to_float_array(rates), to_float_array(requests)
             if r.shape != n.shape:
                 raise ValueError("rates and requests must have the same length")
             out += [np.rint(np.where(np.isnan(r), 0.0, r) * n), n]
@@ -306,30 +309,30 @@ def decide(evidence: Evidence, policy: RolloutPolicy) -> Decision:
     ``promote``. Returns ``Decision(action, reasons, evidence)``.
     """
     limit = _time_limit(evidence, policy)
-    if evidence.srm_gate.mismatch:
-        return Decision(
-            Action.ROLLBACK,
-            (
-                f"sample ratio mismatch: SRM e-value {evidence.srm_gate.e_value:.3g} >= "
-                f"1/{policy.srm_alpha:g}; metric evidence is not trusted",
-            ),
-            evidence,
-        )
+    waited = evidence.step_elapsed_s >= policy.min_step_duration_s or limit
+    srm = evidence.srm_gate
+    srm_reason = (
+        f"sample ratio mismatch: SRM e-value {srm.e_value:.3g} >= 1/{policy.srm_alpha:g}; "
+        "metric evidence is not trusted"
+    )
+    empty: list[str] = []
+    if evidence.step_candidate_count == 0:
+        empty.append("insufficient canary data: no candidate requests in this step")
+    if evidence.step_baseline_count == 0:
+        empty.append("insufficient baseline data: no baseline requests in this step")
+    if empty:
+        # An empty arm is missing data, not a measured harm (case 25 B/C): a human looks.
+        reasons = (*empty, srm_reason) if srm.mismatch else tuple(empty)
+        return Decision(Action.INCONCLUSIVE if waited else Action.HOLD, reasons, evidence)
+    if srm.mismatch:
+        return Decision(Action.ROLLBACK, (srm_reason,), evidence)
     failing = [m for m in evidence.metrics if m.status == "fail"]
     if failing:
         return Decision(Action.ROLLBACK, tuple(m.reason for m in failing), evidence)
-
-    missing: list[str] = []
-    if evidence.step_candidate_count == 0:
-        missing.append("insufficient canary data: no candidate requests in this step")
-    if evidence.step_baseline_count == 0:
-        missing.append("insufficient baseline data: no baseline requests in this step")
     required = {m.name for m in policy.metrics if m.required}
-    missing += [m.reason for m in evidence.metrics if m.status == "no_data" and m.name in required]
+    missing = [m.reason for m in evidence.metrics if m.status == "no_data" and m.name in required]
     if missing:
-        waited = evidence.step_elapsed_s >= policy.min_step_duration_s
-        action = Action.INCONCLUSIVE if (waited or limit) else Action.HOLD
-        return Decision(action, tuple(missing), evidence)
+        return Decision(Action.INCONCLUSIVE if waited else Action.HOLD, tuple(missing), evidence)
 
     waiting: list[str] = []
     n_min = policy.min_samples_per_step
