@@ -1,0 +1,246 @@
+"""Distance-type drift scores: normed Wasserstein, Jensen–Shannon and PSI.
+
+Effect sizes for large windows, where p-values flag drifts that do not matter
+(shared/reference/drift-canary-judge-methods.md §1.1, §1.5). Each returns a
+:class:`drift.twosample.DriftResult` with ``score_kind="distance"``, ``pvalue=None`` and
+``drifted = statistic >= threshold``; same null and ``min_samples`` conventions as
+:mod:`drift.twosample`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats
+from scipy.spatial.distance import jensenshannon
+
+from drift.twosample import (
+    DEFAULT_DISTANCE_THRESHOLD,
+    DEFAULT_MIN_SAMPLES,
+    DriftResult,
+    categorical_window,
+    check_test_params,
+    has_enough,
+    insufficient,
+    numeric_window,
+)
+
+# Evidently's floor for the reference std in the normed Wasserstein distance
+# (``wasserstein_distance_norm.py``): keeps the ratio finite for constant references.
+WASSERSTEIN_STD_FLOOR = 0.001
+# Evidently ``get_binned_data``: numerical columns with more unique reference values than this
+# are binned (Sturges edges over reference ∪ current); others get one bin per value.
+MAX_UNBINNED_VALUES = 20
+PSI_EMPTY_BIN_SHARE = 1e-4
+
+
+def wasserstein_test(
+    reference: ArrayLike,
+    current: ArrayLike,
+    *,
+    threshold: float = DEFAULT_DISTANCE_THRESHOLD,
+    min_samples: int = DEFAULT_MIN_SAMPLES,
+    std_floor: float = WASSERSTEIN_STD_FLOOR,
+) -> DriftResult:
+    """Wasserstein-1 distance normalised by the reference standard deviation.
+
+    ``statistic = W1(ref, cur) / max(std(ref), std_floor)``: 0.1 means the mass moved about a
+    tenth of a reference standard deviation. A constant reference (std 0) uses ``std_floor``,
+    so identical constants give 0 and different constants a large finite value (case 18).
+
+    Args:
+        reference: shape (n_ref,), finite numbers in the signal's unit.
+        current: shape (n_cur,), same unit.
+        threshold: drift when ``statistic >= threshold`` (Evidently default 0.1).
+        min_samples: minimum values per window for a verdict.
+        std_floor: lower bound of the normaliser, in the signal's unit (Evidently: 0.001).
+
+    Returns:
+        ``DriftResult`` with ``score_kind="distance"`` and ``pvalue=None``.
+
+    Raises:
+        ValueError: non-finite values, wrong shape, or bad parameters.
+
+    Source: scipy.stats.wasserstein_distance; Evidently ``wasserstein_distance_norm.py``
+    (std with ddof=0).
+    """
+    check_test_params(threshold, min_samples)
+    if not std_floor > 0:
+        raise ValueError(f"std_floor must be > 0, got {std_floor!r}")
+    ref, cur = numeric_window(reference, "reference"), numeric_window(current, "current")
+    if not has_enough(ref.size, cur.size, min_samples):
+        return insufficient("wasserstein", "distance", threshold, ref.size, cur.size)
+    norm = max(float(np.std(ref)), std_floor)
+    stat = float(stats.wasserstein_distance(ref, cur)) / norm
+    return DriftResult(
+        "wasserstein",
+        stat,
+        None,
+        "distance",
+        threshold,
+        stat >= threshold,
+        ref.size,
+        cur.size,
+        False,
+    )
+
+
+def binned_shares(
+    reference: Sequence[Hashable] | ArrayLike,
+    current: Sequence[Hashable] | ArrayLike,
+    *,
+    categorical: bool,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[str, ...]]:
+    """Share of each window per bin, on a common set of bins.
+
+    Numerical windows with more than 20 unique reference values are cut with
+    ``np.histogram_bin_edges(ref ∪ cur, bins="sturges")``; otherwise (and for categorical
+    windows) each distinct value of ref ∪ cur is its own bin.
+
+    Args:
+        reference: non-empty values, no nulls; numbers when ``categorical`` is False.
+        current: same.
+        categorical: treat values as categories.
+
+    Returns:
+        ``(ref_shares, cur_shares, unseen)``: two arrays of shape (n_bins,) summing to 1, and
+        the category values (as str) seen only in current (empty for binned numerics).
+
+    Raises:
+        ValueError: empty window or nulls.
+
+    Source: Evidently ``legacy/calculations/stattests/utils.py::get_binned_data``.
+    """
+    if categorical:
+        ref_c = Counter(categorical_window(reference, "reference"))  # type: ignore[arg-type]
+        cur_c = Counter(categorical_window(current, "current"))  # type: ignore[arg-type]
+        if not ref_c or not cur_c:
+            raise ValueError("reference and current must be non-empty")
+        cats = sorted(set(ref_c) | set(cur_c), key=str)
+        r = np.array([ref_c[c] for c in cats], dtype=np.float64)
+        c = np.array([cur_c[c] for c in cats], dtype=np.float64)
+        unseen = tuple(sorted(str(k) for k in cur_c if k not in ref_c))
+        return r / r.sum(), c / c.sum(), unseen
+    ref = numeric_window(reference, "reference")  # type: ignore[arg-type]
+    cur = numeric_window(current, "current")  # type: ignore[arg-type]
+    if ref.size == 0 or cur.size == 0:
+        raise ValueError("reference and current must be non-empty")
+    if np.unique(ref).size > MAX_UNBINNED_VALUES:
+        edges = np.histogram_bin_edges(np.concatenate([ref, cur]), bins="sturges")
+        r = np.histogram(ref, edges)[0].astype(np.float64)
+        c = np.histogram(cur, edges)[0].astype(np.float64)
+        return r / r.sum(), c / c.sum(), ()
+    r, c, _ = binned_shares(ref.tolist(), cur.tolist(), categorical=True)
+    return r, c, ()
+
+
+def jensen_shannon_test(
+    reference: Sequence[Hashable] | ArrayLike,
+    current: Sequence[Hashable] | ArrayLike,
+    *,
+    categorical: bool,
+    threshold: float = DEFAULT_DISTANCE_THRESHOLD,
+    min_samples: int = DEFAULT_MIN_SAMPLES,
+) -> DriftResult:
+    """Jensen–Shannon distance (base 2, in [0, 1]) between the binned windows.
+
+    Args:
+        reference: values of one window, no nulls (numbers unless ``categorical``).
+        current: same.
+        categorical: one bin per category instead of numeric binning (see
+            :func:`binned_shares`).
+        threshold: drift when ``statistic >= threshold`` (Evidently / report default 0.1).
+        min_samples: minimum values per window for a verdict.
+
+    Returns:
+        ``DriftResult`` with ``score_kind="distance"``, ``pvalue=None``; current-only
+        categories are listed in ``unseen_categories`` and count with reference mass 0.
+
+    Raises:
+        ValueError: nulls, non-finite numbers, or bad parameters.
+
+    Source: scipy.spatial.distance.jensenshannon(base=2) (Lin 1991); base 2 as NannyML and
+    the reference notes §5 recommend (Evidently uses the natural log).
+    """
+    check_test_params(threshold, min_samples)
+    n_ref, n_cur = len(list(reference)), len(list(current))  # type: ignore[arg-type]
+    if not has_enough(n_ref, n_cur, min_samples):
+        return insufficient("jensenshannon", "distance", threshold, n_ref, n_cur)
+    r, c, unseen = binned_shares(reference, current, categorical=categorical)
+    stat = float(jensenshannon(r, c, base=2))
+    stat = 0.0 if not math.isfinite(stat) else max(stat, 0.0)
+    return DriftResult(
+        "jensenshannon",
+        stat,
+        None,
+        "distance",
+        threshold,
+        stat >= threshold,
+        n_ref,
+        n_cur,
+        False,
+        unseen,
+    )
+
+
+def smooth_shares(shares: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Replace empty bins so logarithms stay finite (Evidently's rule).
+
+    Empty bins get 1e-4, or ``min_nonzero / 1e6`` when the smallest non-zero share is already
+    ≤ 1e-4. Shape (n_bins,) in, same shape out; not renormalised, as in Evidently.
+
+    Source: Evidently ``psi_stattest.py`` / ``utils.py``.
+    """
+    out = shares.astype(np.float64, copy=True)
+    nonzero = out[out > 0]
+    fill = PSI_EMPTY_BIN_SHARE
+    if nonzero.size and nonzero.min() <= PSI_EMPTY_BIN_SHARE:
+        fill = float(nonzero.min()) / 1e6
+    out[out == 0] = fill
+    return out
+
+
+def psi_test(
+    reference: Sequence[Hashable] | ArrayLike,
+    current: Sequence[Hashable] | ArrayLike,
+    *,
+    categorical: bool,
+    threshold: float = DEFAULT_DISTANCE_THRESHOLD,
+    min_samples: int = DEFAULT_MIN_SAMPLES,
+) -> DriftResult:
+    """Population stability index ``Σ (r_i − c_i) · ln(r_i / c_i)`` over common bins.
+
+    Empty bins are smoothed by :func:`smooth_shares`, so PSI is finite even for disjoint
+    windows (case 18 B); identical windows give exactly 0.
+
+    Args:
+        reference: values, no nulls; numbers unless ``categorical``.
+        current: same.
+        categorical: one bin per category instead of numeric binning.
+        threshold: drift when ``statistic >= threshold``; 0.1 (Evidently default; industry
+            rule of thumb: 0.1–0.25 moderate, > 0.25 major).
+        min_samples: minimum values per window for a verdict.
+
+    Returns:
+        ``DriftResult`` with ``score_kind="distance"``, ``pvalue=None``.
+
+    Raises:
+        ValueError: nulls, non-finite numbers, or bad parameters.
+
+    Source: Evidently ``psi_stattest.py``; Yurdakul (2018), "Statistical properties of
+    population stability index".
+    """
+    check_test_params(threshold, min_samples)
+    n_ref, n_cur = len(list(reference)), len(list(current))  # type: ignore[arg-type]
+    if not has_enough(n_ref, n_cur, min_samples):
+        return insufficient("psi", "distance", threshold, n_ref, n_cur)
+    r, c, unseen = binned_shares(reference, current, categorical=categorical)
+    r, c = smooth_shares(r), smooth_shares(c)
+    stat = float(np.sum((r - c) * np.log(r / c)))
+    return DriftResult(
+        "psi", stat, None, "distance", threshold, stat >= threshold, n_ref, n_cur, False, unseen
+    )
