@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.errors import CollectorError
+from collector.errors import CollectorError, ConfigError
 
 
 class AlertError(CollectorError):
@@ -13,5 +13,5 @@ class ReceiverNotFoundError(AlertError):
     """A notification names a receiver that is not configured for its tenant."""
 
 
-class ReceiverConfigError(AlertError):
+class ReceiverConfigError(AlertError, ConfigError):
     """The receivers file is missing, unreadable or invalid; the message says where."""
