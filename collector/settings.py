@@ -33,7 +33,8 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Bind address of the HTTP and gRPC receivers.")
     http_port: int = Field(4318, ge=0, le=65535, description="OTLP/HTTP + REST port.")
-    grpc_port: int = Field(4317, ge=0, le=65535, description="OTLP/gRPC port (0 = disabled).")
+    grpc_port: int = Field(4317, ge=0, le=65535, description="OTLP/gRPC port (0 = any free port).")
+    grpc_enabled: bool = Field(True, description="Serve OTLP/gRPC next to OTLP/HTTP.")
     dev: bool = Field(False, description="Single tenant `default`, no API keys; loopback only.")
     auto_migrate: bool = Field(True, description="Run alembic `upgrade head` at start-up.")
 

@@ -1,0 +1,107 @@
+"""The collector's FastAPI application: ``create_app(settings)`` plus its lifespan.
+
+The lifespan migrates the schema (``auto_migrate``), loads the price table, starts the span
+writer and the OTLP/gRPC receiver, and stops them in reverse order.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from collector.api import calls, errors, health, otlp
+from collector.api.deps import DEV_TENANT, AppState
+from collector.cost.prices import PriceTable
+from collector.errors import ConfigError
+from collector.ingest.grpc_server import TraceService, start_grpc_server
+from collector.ingest.writer import BatchWriter
+from collector.metrics import IngestMetrics
+from collector.settings import Settings
+from collector.store import engine as store_engine
+
+log = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_mode(settings: Settings) -> None:
+    """Refuse unsafe modes at start-up.
+
+    Raises:
+        ConfigError: not ``--dev`` (API keys arrive with the API issue) or ``--dev`` bound
+            beyond loopback.
+    """
+    if not settings.dev:
+        raise ConfigError(
+            "DRIFTLINE_DEV: API keys are not available in this version; run with --dev "
+            "(single tenant `default`, loopback only)"
+        )
+    if not is_loopback(settings.host):
+        raise ConfigError(
+            f"DRIFTLINE_HOST: --dev has no authentication and binds loopback only, "
+            f"got {settings.host!r}"
+        )
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """Build the collector app for ``settings`` (nothing starts until the lifespan runs)."""
+    check_mode(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.auto_migrate:
+            store_engine.upgrade(settings.database_url)
+        engine = store_engine.make_engine(settings.database_url)
+        prices = PriceTable.load(settings.prices)
+        metrics = IngestMetrics.create()
+        writer = BatchWriter(
+            engine,
+            prices,
+            max_queue_spans=settings.queue_max_spans,
+            max_batch_spans=settings.writer_max_batch_spans,
+            max_text_chars=settings.max_text_chars,
+        )
+        writer.start()
+        state = AppState(settings, engine, prices, writer, metrics)
+        grpc_server = None
+        if settings.grpc_port >= 0 and settings.grpc_enabled:
+            servicer = TraceService(
+                writer, metrics, lambda _ctx: DEV_TENANT, settings.max_text_chars
+            )
+            grpc_server, state.grpc_port = start_grpc_server(
+                servicer, settings.host, settings.grpc_port,
+                max_message_bytes=settings.max_body_bytes,
+            )
+            log.info("OTLP/gRPC receiver on %s:%s", settings.host, state.grpc_port)
+        app.state.driftline = state
+        try:
+            yield
+        finally:
+            if grpc_server is not None:
+                grpc_server.stop(grace=5).wait(10)
+            writer.close()
+            engine.dispose()
+
+    app = FastAPI(
+        title="driftline collector",
+        version="0.1.0",
+        summary="OTLP gen_ai ingestion and the LLM-call store",
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    app.include_router(otlp.router)
+    app.include_router(calls.router)
+    app.include_router(health.router)
+    return app

@@ -1,0 +1,433 @@
+"""OTLP trace decoding: bytes (protobuf or OTLP/JSON) -> frozen :class:`SpanData` records.
+
+Pure functions, no I/O. One bad span never loses its batch: it is counted in
+:attr:`DecodedBatch.rejected` with a message naming the problem, the others are kept.
+
+Sources: opentelemetry-proto ``docs/specification.md`` (OTLP/HTTP, JSON mapping rules:
+hex ids, int64 as string or number, integer enums, unknown fields ignored) and
+``opentelemetry/proto/trace/v1/trace.proto``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError as ProtoDecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from collector.errors import BodyTooLargeError, DecodeError, UnsupportedMediaError
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+SUPPORTED_ENCODINGS = ("gzip", "x-gzip", "deflate", "identity")
+MAX_ERROR_MESSAGES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class SpanData:
+    """One decoded span. Ids are lowercase hex; times are unix nanoseconds (0 = unset)."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: int
+    start_unix_nano: int
+    end_unix_nano: int
+    status_code: int
+    status_message: str | None
+    attributes: dict[str, Any]
+    events: list[dict[str, Any]]
+    links: list[dict[str, Any]]
+    resource_attributes: dict[str, Any]
+    scope_name: str | None
+    scope_version: str | None
+
+    @property
+    def service_name(self) -> str | None:
+        value = self.resource_attributes.get("service.name")
+        return str(value) if value is not None else None
+
+
+@dataclass(slots=True)
+class DecodedBatch:
+    """The spans of one export request plus the count and reasons of rejected ones."""
+
+    spans: list[SpanData] = field(default_factory=list)
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def reject(self, count: int, message: str) -> None:
+        self.rejected += count
+        if len(self.errors) < MAX_ERROR_MESSAGES:
+            self.errors.append(message)
+
+    @property
+    def error_message(self) -> str:
+        more = self.rejected - len(self.errors)
+        text = "; ".join(self.errors)
+        return text + (f"; and {more} more" if more > 0 and self.errors else "")
+
+
+# --------------------------------------------------------------------------- body reading
+
+
+def media_type(content_type: str | None) -> str:
+    """The media type of a Content-Type header without parameters, lower case.
+
+    Raises:
+        UnsupportedMediaError: neither ``application/x-protobuf`` nor ``application/json``.
+    """
+    mt = (content_type or "").split(";", 1)[0].strip().lower()
+    if mt in (PROTOBUF, "application/protobuf"):
+        return PROTOBUF
+    if mt == JSON:
+        return JSON
+    raise UnsupportedMediaError(
+        f"unsupported Content-Type {content_type!r}: send {PROTOBUF} or {JSON}"
+    )
+
+
+def _decompressor(encoding: str) -> Any:
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj(wbits=zlib.MAX_WBITS)
+    return None
+
+
+def content_encoding(header: str | None) -> str:
+    """Normalise a Content-Encoding header; only one coding is accepted.
+
+    Raises:
+        UnsupportedMediaError: an encoding other than gzip, deflate or identity (HTTP 415).
+    """
+    enc = (header or "identity").strip().lower() or "identity"
+    if enc not in SUPPORTED_ENCODINGS:
+        raise UnsupportedMediaError(
+            f"unsupported Content-Encoding {header!r}: send gzip, deflate or identity"
+        )
+    return enc
+
+
+async def read_body(chunks: AsyncIterator[bytes], encoding: str, limit: int) -> bytes:
+    """Read and decompress a request body while streaming, never holding more than ``limit``.
+
+    Args:
+        chunks: the raw body as it arrives.
+        encoding: a value returned by :func:`content_encoding`.
+        limit: the largest decompressed body accepted, in bytes.
+
+    Raises:
+        BodyTooLargeError: more than ``limit`` bytes before or after decompression (HTTP 413).
+        DecodeError: the body could not be decompressed (HTTP 400).
+    """
+    d = _decompressor(encoding)
+    out = bytearray()
+    raw_total = 0
+    async for chunk in chunks:
+        if not chunk:
+            continue
+        raw_total += len(chunk)
+        if raw_total > limit:
+            raise BodyTooLargeError(f"request body exceeds the limit of {limit} bytes")
+        if d is None:
+            out += chunk
+            continue
+        data = chunk
+        while data:
+            try:
+                piece = d.decompress(data, limit - len(out) + 1)
+            except zlib.error as exc:
+                raise DecodeError(
+                    f"the body could not be decompressed as {encoding}: {exc}"
+                ) from None
+            out += piece
+            if len(out) > limit:
+                raise BodyTooLargeError(
+                    f"decompressed body exceeds the limit of {limit} bytes"
+                )
+            data = d.unconsumed_tail
+            if d.eof and d.unused_data:  # concatenated gzip members
+                data = d.unused_data
+                d = _decompressor(encoding)
+    if d is not None:
+        if raw_total and not d.eof:
+            raise DecodeError(f"the body could not be decompressed as {encoding}: truncated")
+        out += d.flush()
+    return bytes(out)
+
+
+# --------------------------------------------------------------------------- values
+
+
+def any_value(v: AnyValue) -> Any:
+    """Convert an OTLP ``AnyValue`` to plain JSON-able Python (bytes become base64 text)."""
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "int_value":
+        return v.int_value
+    if kind == "double_value":
+        return v.double_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "array_value":
+        return [any_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode()
+    return None
+
+
+def attributes(kvs: Iterable[KeyValue]) -> dict[str, Any]:
+    """OTLP attributes as a dict; a key repeated keeps its last value."""
+    return {kv.key: any_value(kv.value) for kv in kvs}
+
+
+def _hex_id(raw: bytes, size: int) -> str | None:
+    """Lowercase hex of an id of ``size`` bytes; None if the size is wrong or all zero."""
+    if len(raw) != size or not any(raw):
+        return None
+    return raw.hex()
+
+
+def span_from_proto(
+    span: Span, resource: dict[str, Any], scope_name: str | None, scope_version: str | None
+) -> SpanData:
+    """Convert one protobuf span.
+
+    Raises:
+        ValueError: invalid trace id, span id or parent span id (the message names it).
+    """
+    trace_id = _hex_id(span.trace_id, 16)
+    if trace_id is None:
+        raise ValueError(
+            f"invalid traceId {span.trace_id.hex()!r}: must be 16 bytes and not all zero"
+        )
+    span_id = _hex_id(span.span_id, 8)
+    if span_id is None:
+        raise ValueError(
+            f"invalid spanId {span.span_id.hex()!r} in trace {trace_id}: "
+            "must be 8 bytes and not all zero"
+        )
+    parent: str | None = None
+    if span.parent_span_id:
+        if len(span.parent_span_id) != 8:
+            raise ValueError(
+                f"invalid parentSpanId {span.parent_span_id.hex()!r} of span {span_id}: "
+                "must be empty or 8 bytes"
+            )
+        parent = _hex_id(span.parent_span_id, 8)  # all-zero parent = root
+    return SpanData(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=span.name,
+        kind=int(span.kind),
+        start_unix_nano=int(span.start_time_unix_nano),
+        end_unix_nano=int(span.end_time_unix_nano),
+        status_code=int(span.status.code),
+        status_message=span.status.message or None,
+        attributes=attributes(span.attributes),
+        events=[
+            {
+                "name": e.name,
+                "time_unix_nano": int(e.time_unix_nano),
+                "attributes": attributes(e.attributes),
+            }
+            for e in span.events
+        ],
+        links=[
+            {
+                "trace_id": link.trace_id.hex(),
+                "span_id": link.span_id.hex(),
+                "attributes": attributes(link.attributes),
+            }
+            for link in span.links
+        ],
+        resource_attributes=resource,
+        scope_name=scope_name or None,
+        scope_version=scope_version or None,
+    )
+
+
+def spans_from_request(req: ExportTraceServiceRequest) -> DecodedBatch:
+    """All valid spans of a parsed export request (the gRPC path and the protobuf path)."""
+    batch = DecodedBatch()
+    for rs in req.resource_spans:
+        resource = attributes(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                try:
+                    batch.spans.append(
+                        span_from_proto(span, resource, ss.scope.name, ss.scope.version)
+                    )
+                except ValueError as exc:
+                    batch.reject(1, str(exc))
+    return batch
+
+
+def decode_protobuf(body: bytes) -> DecodedBatch:
+    """Decode a binary ``ExportTraceServiceRequest`` (an empty body is a valid empty request).
+
+    Raises:
+        DecodeError: the bytes are not a valid protobuf message (HTTP 400).
+    """
+    req = ExportTraceServiceRequest()
+    try:
+        req.ParseFromString(body)
+    except (ProtoDecodeError, ValueError) as exc:
+        raise DecodeError(f"the body is not a valid OTLP protobuf message: {exc}") from None
+    return spans_from_request(req)
+
+
+# --------------------------------------------------------------------------- OTLP/JSON
+
+_ID_FIELDS = {
+    "traceId": 16,
+    "trace_id": 16,
+    "spanId": 8,
+    "span_id": 8,
+    "parentSpanId": 8,
+    "parent_span_id": 8,
+}
+
+
+def _ids_to_base64(obj: dict[str, Any], where: str) -> dict[str, Any]:
+    """Copy of ``obj`` with its hex id fields converted to the base64 that protobuf JSON expects.
+
+    Raises:
+        ValueError: an id is not a hex string.
+    """
+    out = dict(obj)
+    for key in _ID_FIELDS:
+        value = out.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: {key} must be a hex string, got {type(value).__name__}")
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            raise ValueError(f"{where}: {key} {value[:64]!r} is not hex") from None
+        out[key] = base64.b64encode(raw).decode()
+    return out
+
+
+def _load_json(body: bytes) -> Any:
+    if not body.strip():
+        return {}
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    try:  # invalid UTF-8 is replaced (U+FFFD) rather than failing; big ints stay exact
+        return json.loads(body.decode("utf-8", errors="replace"))
+    except ValueError as exc:
+        raise DecodeError(f"the body is not valid JSON: {exc}") from None
+
+
+def _list_field(obj: dict[str, Any], *names: str) -> list[Any]:
+    for name in names:
+        value = obj.get(name)
+        if value is not None:
+            if not isinstance(value, list):
+                raise ValueError(f"{name} must be an array")
+            return value
+    return []
+
+
+def decode_json(body: bytes) -> DecodedBatch:
+    """Decode an OTLP/JSON ``ExportTraceServiceRequest``.
+
+    Each span is parsed on its own (``json_format.ParseDict`` after hex ids are turned into
+    base64), so a malformed span is rejected alone. Both lowerCamelCase and snake_case keys,
+    int64 as string or number and integer enums are accepted; unknown fields are ignored.
+
+    Raises:
+        DecodeError: the body is not JSON or not a JSON object (HTTP 400).
+    """
+    doc = _load_json(body)
+    if not isinstance(doc, dict):
+        raise DecodeError("the body must be a JSON object (ExportTraceServiceRequest)")
+    batch = DecodedBatch()
+    try:
+        resource_spans = _list_field(doc, "resourceSpans", "resource_spans")
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+    for ri, rs in enumerate(resource_spans):
+        where = f"resourceSpans[{ri}]"
+        if not isinstance(rs, dict):
+            batch.reject(0, f"{where} is not an object")
+            continue
+        try:
+            scope_spans = _list_field(
+                rs, "scopeSpans", "scope_spans", "instrumentationLibrarySpans"
+            )
+            res = Resource()
+            json_format.ParseDict(rs.get("resource") or {}, res, ignore_unknown_fields=True)
+            resource = attributes(res.attributes)
+        except (ValueError, json_format.ParseError) as exc:
+            count = sum(
+                len(s.get("spans") or []) for s in rs.get("scopeSpans") or [] if isinstance(s, dict)
+            )
+            batch.reject(count, f"{where}: invalid resource: {exc}")
+            continue
+        for si, ss in enumerate(scope_spans):
+            swhere = f"{where}.scopeSpans[{si}]"
+            if not isinstance(ss, dict):
+                batch.reject(0, f"{swhere} is not an object")
+                continue
+            scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
+            scope_name = scope.get("name") if isinstance(scope, dict) else None
+            scope_version = scope.get("version") if isinstance(scope, dict) else None
+            try:
+                spans = _list_field(ss, "spans")
+            except ValueError as exc:
+                batch.reject(0, f"{swhere}: {exc}")
+                continue
+            for pi, raw in enumerate(spans):
+                pwhere = f"{swhere}.spans[{pi}]"
+                try:
+                    if not isinstance(raw, dict):
+                        raise ValueError(f"{pwhere} is not an object")
+                    fixed = _ids_to_base64(raw, pwhere)
+                    links = raw.get("links")
+                    if isinstance(links, list):
+                        fixed["links"] = [
+                            _ids_to_base64(link, f"{pwhere}.links") if isinstance(link, dict)
+                            else link
+                            for link in links
+                        ]
+                    msg = Span()
+                    json_format.ParseDict(fixed, msg, ignore_unknown_fields=True)
+                    batch.spans.append(
+                        span_from_proto(
+                            msg,
+                            resource,
+                            str(scope_name) if scope_name else None,
+                            str(scope_version) if scope_version else None,
+                        )
+                    )
+                except Exception as exc:  # any malformed span is rejected alone
+                    batch.reject(1, f"{pwhere}: {exc}")
+    return batch
+
+
+def decode(body: bytes, media: str) -> DecodedBatch:
+    """Decode a body of the given media type (see :func:`media_type`)."""
+    return decode_protobuf(body) if media == PROTOBUF else decode_json(body)

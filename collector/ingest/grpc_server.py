@@ -1,0 +1,89 @@
+"""OTLP/gRPC receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export``.
+
+Bad spans are reported in ``partial_success``; a full write queue or an unavailable store
+answers ``UNAVAILABLE`` (retryable, per the OTLP spec's gRPC retry rules).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent import futures
+
+import grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+from collector.errors import QueueFullError, StoreUnavailableError
+from collector.ingest import service
+from collector.ingest.decode import spans_from_request
+from collector.ingest.writer import BatchWriter
+from collector.metrics import IngestMetrics
+
+log = logging.getLogger(__name__)
+COMMIT_TIMEOUT_S = 60.0
+
+
+class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    """Servicer bound to one writer; ``tenant_of`` maps the call's metadata to a tenant."""
+
+    def __init__(
+        self,
+        writer: BatchWriter,
+        metrics: IngestMetrics,
+        tenant_of: Callable[[grpc.ServicerContext], str],
+        max_text_chars: int,
+    ) -> None:
+        self._writer = writer
+        self._metrics = metrics
+        self._tenant_of = tenant_of
+        self._max_text_chars = max_text_chars
+
+    def Export(  # noqa: N802 (gRPC method name)
+        self,
+        request: trace_service_pb2.ExportTraceServiceRequest,
+        context: grpc.ServicerContext,
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
+        tenant = self._tenant_of(context)
+        batch = spans_from_request(request)
+        try:
+            pending = service.submit(
+                batch,
+                tenant=tenant,
+                writer=self._writer,
+                metrics=self._metrics,
+                transport="grpc",
+                max_text_chars=self._max_text_chars,
+            )
+            pending.future.result(timeout=COMMIT_TIMEOUT_S)
+        except (QueueFullError, StoreUnavailableError, futures.TimeoutError) as exc:
+            self._metrics.requests_refused.labels("grpc", "UNAVAILABLE").inc()
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc) or "store busy")
+        outcome = service.done(pending, metrics=self._metrics, transport="grpc")
+        resp = trace_service_pb2.ExportTraceServiceResponse()
+        if outcome.rejected:
+            resp.partial_success.rejected_spans = outcome.rejected
+            resp.partial_success.error_message = outcome.error_message
+        return resp
+
+
+def start_grpc_server(
+    servicer: TraceService, host: str, port: int, *, max_message_bytes: int
+) -> tuple[grpc.Server, int]:
+    """Start the gRPC server; returns it and the bound port (``port=0`` picks a free one).
+
+    Raises:
+        RuntimeError: the address could not be bound.
+    """
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="driftline-grpc"),
+        options=[
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", 4 * 1024 * 1024),
+        ],
+    )
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(servicer, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise RuntimeError(f"cannot bind the OTLP/gRPC receiver to {host}:{port}")
+    server.start()
+    return server, bound

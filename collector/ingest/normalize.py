@@ -1,0 +1,508 @@
+"""Normalisation of one span of any gen_ai dialect into the canonical LLM-call record.
+
+Pure functions from :class:`~collector.ingest.decode.SpanData` to frozen dataclasses:
+
+* :func:`extract` reads one span (``None`` when the span is not an LLM call);
+* :func:`merge` joins a caller's span (gateway / SDK) with its vLLM ``llm_request`` child;
+* :func:`finalize` derives TPOT, cost, model, call id and data-quality flags.
+
+Key priorities follow the normalisation table of ``otel-genai-otlp-webhooks.md`` §3.5
+(semconv v1.41 current → deprecated → OpenInference → OpenLLMetry → OpenLIT); a value present
+under two names counts once. Unknown stays ``None``: never 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from collector.cost.prices import PriceTable, token_cost
+from collector.ingest import content
+from collector.ingest.decode import SpanData
+from collector.ingest.values import (
+    first,
+    finish_reasons,
+    seconds,
+    to_float,
+    to_int,
+    tokens,
+)
+
+CALL_OPERATIONS = {
+    "chat": "chat",
+    "text_completion": "text_completion",
+    "completion": "text_completion",
+    "generate_content": "generate_content",
+    "embeddings": "embeddings",
+    "embedding": "embeddings",
+}
+#: operations that wrap LLM calls (their token totals would double count)
+NON_CALL_OPERATIONS = {
+    "execute_tool", "invoke_agent", "create_agent", "invoke_workflow", "retrieval", "plan",
+    "create_memory", "create_memory_store", "delete_memory", "delete_memory_store",
+    "search_memory", "update_memory", "upsert_memory", "vectordb", "framework", "agent",
+    "execute_task", "workflow", "task", "tool", "unknown", "rerank",
+}
+_OPENINFERENCE_KIND = {"LLM": "chat", "EMBEDDING": "embeddings"}
+_PROVIDER_MAP = {
+    "az.ai.openai": "azure.ai.openai",
+    "az.ai.inference": "azure.ai.inference",
+    "azure_openai": "azure.ai.openai",
+    "vertex_ai": "gcp.vertex_ai",
+    "gemini": "gcp.gemini",
+    "xai": "x_ai",
+    "ibm.watson.ai": "ibm.watsonx.ai",
+    "mistralai": "mistral_ai",
+}
+
+INPUT_TOKEN_KEYS = (
+    "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt", "llm.usage.prompt_tokens",
+)
+OUTPUT_TOKEN_KEYS = (
+    "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion", "llm.usage.completion_tokens",
+)
+CACHE_READ_KEYS = (
+    "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read", "gen_ai.usage.cached_tokens",
+)
+CACHE_WRITE_KEYS = (
+    "gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.cache_creation_input_tokens", "llm.token_count.prompt_details.cache_write",
+)
+REASONING_KEYS = (
+    "gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens",
+    "llm.token_count.completion_details.reasoning",
+)
+TTFT_KEYS = (
+    "gen_ai.response.time_to_first_chunk", "gen_ai.latency.time_to_first_token",
+    "gen_ai.server.time_to_first_token",
+)
+USER_KEYS = (
+    "user.id", "enduser.id", "llm.user", "gen_ai.request.user",
+    "traceloop.association.properties.user_id",
+)
+SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
+_STATUS = {0: "unset", 1: "ok", 2: "error"}
+
+
+@dataclass(frozen=True, slots=True)
+class Extract:
+    """What one span says about an LLM call, before derivation. Durations in seconds."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    role: str  # "client" or "engine"
+    dialect: str
+    service_name: str | None
+    operation: str | None
+    provider: str | None
+    request_model: str | None
+    response_model: str | None
+    response_id: str | None
+    server_request_id: str | None
+    rollout: str | None
+    variant: str | None
+    user_id: str | None
+    session_id: str | None
+    start_unix_nano: int | None
+    end_unix_nano: int | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_input_tokens: int | None
+    cache_write_input_tokens: int | None
+    reasoning_output_tokens: int | None
+    queue_s: float | None
+    prefill_s: float | None
+    decode_s: float | None
+    inference_s: float | None
+    ttft_s: float | None
+    e2e_s: float | None
+    itl_p50_s: float | None
+    itl_p95_s: float | None
+    itl_max_s: float | None
+    finish_reasons: tuple[str, ...] | None
+    status: str
+    error_type: str | None
+    input_text: str | None
+    output_text: str | None
+    reported_cost_usd: float | None
+    flags: frozenset[str]
+    engine_span_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One row of ``llm_calls`` (DESIGN.md, "The canonical LLM call record")."""
+
+    tenant: str
+    trace_id: str
+    span_id: str
+    call_id: str
+    parent_span_id: str | None
+    engine_span_id: str | None
+    service_name: str | None
+    operation: str | None
+    provider: str | None
+    request_model: str | None
+    response_model: str | None
+    model: str | None
+    rollout: str | None
+    variant: str | None
+    user_id: str | None
+    session_id: str | None
+    response_id: str | None
+    server_request_id: str | None
+    start_unix_nano: int | None
+    end_unix_nano: int | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_input_tokens: int | None
+    cache_write_input_tokens: int | None
+    reasoning_output_tokens: int | None
+    queue_s: float | None
+    prefill_s: float | None
+    decode_s: float | None
+    inference_s: float | None
+    ttft_s: float | None
+    e2e_s: float | None
+    tpot_s: float | None
+    itl_p50_s: float | None
+    itl_p95_s: float | None
+    itl_max_s: float | None
+    finish_reasons: list[str] | None
+    finish_reason: str | None
+    status: str
+    error_type: str | None
+    flags: list[str]
+    cost_usd: float | None
+    gpu_cost_usd: float | None
+    input_text: str | None
+    output_text: str | None
+    dialect: str
+
+
+CALL_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(CallRecord))
+
+
+def _is_engine(span: SpanData) -> bool:
+    if span.name != "llm_request":
+        return False
+    if (span.scope_name or "").startswith("vllm"):
+        return True
+    return any(k.startswith("gen_ai.latency.") for k in span.attributes)
+
+
+def _operation(span: SpanData, attrs: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """(canonical operation, is an LLM call)."""
+    op = attrs.get("gen_ai.operation.name")
+    if isinstance(op, str) and op:
+        low = op.lower()
+        if low in NON_CALL_OPERATIONS:
+            return low, False
+        return CALL_OPERATIONS.get(low, low), True
+    req_type = attrs.get("llm.request.type")
+    if isinstance(req_type, str) and req_type:
+        low = req_type.lower()
+        return CALL_OPERATIONS.get(low, low), low in CALL_OPERATIONS
+    oi_kind = attrs.get("openinference.span.kind")
+    if isinstance(oi_kind, str):
+        mapped = _OPENINFERENCE_KIND.get(oi_kind.upper())
+        return mapped, mapped is not None
+    if attrs.get("traceloop.span.kind"):
+        return None, False
+    first_token = span.name.split(" ", 1)[0].lower()
+    if first_token in CALL_OPERATIONS:
+        return CALL_OPERATIONS[first_token], True
+    has_llm_keys = any(
+        k in attrs
+        for k in (*INPUT_TOKEN_KEYS, *OUTPUT_TOKEN_KEYS, "gen_ai.request.model", "gen_ai.system",
+                  "gen_ai.provider.name", "gen_ai.response.model")
+    )
+    return None, has_llm_keys
+
+
+def _dialect(span: SpanData, attrs: Mapping[str, Any], engine: bool) -> str:
+    if engine:
+        return "vllm"
+    if "openinference.span.kind" in attrs or any(k.startswith("llm.token_count.") for k in attrs):
+        return "openinference"
+    scope = (span.scope_name or "").lower()
+    if scope.startswith("openlit") or any(
+        k in attrs for k in ("gen_ai.application_name", "gen_ai.environment", "gen_ai.sdk.version")
+    ):
+        return "openlit"
+    if scope.startswith("traceloop") or any(
+        k.startswith("traceloop.") or k in ("llm.request.type", "llm.usage.total_tokens")
+        for k in attrs
+    ):
+        return "openllmetry"
+    if any(
+        k in attrs
+        for k in ("gen_ai.provider.name", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
+                  "gen_ai.input.messages", "gen_ai.output.messages",
+                  "gen_ai.response.time_to_first_chunk")
+    ):
+        return "semconv"
+    return "semconv-legacy"
+
+
+def _provider(attrs: Mapping[str, Any], engine: bool) -> str | None:
+    value = first(attrs, ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"))
+    if isinstance(value, str) and value:
+        low = value.strip().lower()
+        return _PROVIDER_MAP.get(low, low)
+    return "vllm" if engine else None
+
+
+def _str(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def _request_model(span: SpanData, attrs: Mapping[str, Any], operation: str | None) -> str | None:
+    value = _str(first(attrs, ("gen_ai.request.model", "llm.request.model_name", "llm.model_name",
+                              "embedding.model_name")))
+    if value:
+        return value
+    params = content._maybe_json(attrs.get("llm.invocation_parameters"))
+    if isinstance(params, Mapping) and params.get("model"):
+        return str(params["model"])
+    if operation and span.name.startswith(operation + " "):
+        return span.name[len(operation) + 1:].strip() or None
+    return None
+
+
+def _truncate(text: str | None, limit: int, flags: set[str]) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    flags.add("text_truncated")
+    return f"{text[:limit]}…[truncated by driftline: original length {len(text)} chars]"
+
+
+def llm_role(span: SpanData) -> str | None:
+    """``engine`` for a vLLM ``llm_request`` span, ``client`` for another LLM call, else None."""
+    if _is_engine(span):
+        return "engine"
+    return "client" if _operation(span, span.attributes)[1] else None
+
+
+def extract(span: SpanData, *, max_text_chars: int = 1_000_000) -> Extract | None:
+    """Read the LLM-call facts of one span; None when the span is not an LLM call.
+
+    Latency attributes equal to -1 are vLLM's "missing" sentinel (→ None); other negative or
+    non-finite durations → None and the flag ``invalid_timing``. The span duration is used for
+    ``e2e_s`` when no ``gen_ai.latency.e2e`` is present, and only if end >= start > 0.
+    """
+    attrs = span.attributes
+    engine = _is_engine(span)
+    operation, is_call = _operation(span, attrs)
+    if not engine and not is_call:
+        return None
+    if engine and operation is None:
+        operation = "chat"  # vLLM does not say; §3.5: span `llm_request` ⇒ chat
+    flags: set[str] = set()
+
+    start = span.start_unix_nano or None
+    end = span.end_unix_nano or None
+    e2e = seconds(attrs.get("gen_ai.latency.e2e"), flags)
+    if e2e is None:
+        if start is None or end is None or end < start:
+            if start is not None:
+                flags.add("invalid_timing")
+        else:
+            e2e = (end - start) / 1e9
+    if end is not None and start is not None and end < start:
+        end = None
+        flags.add("invalid_timing")
+
+    out_text, msg_reasons = content.output_text_and_reasons(attrs, span.events)
+    reasons = finish_reasons(
+        first(attrs, ("gen_ai.response.finish_reasons", "llm.finish_reason",
+                      "llm.response.finish_reason"))
+    ) or finish_reasons(msg_reasons)
+
+    error_type = _str(attrs.get("error.type"))
+    if error_type is None:
+        for ev in span.events:
+            if ev.get("name") == "exception":
+                error_type = _str((ev.get("attributes") or {}).get("exception.type"))
+                break
+    status = _STATUS.get(span.status_code, "unset")
+    if status == "error" and error_type is None:
+        error_type = "error"
+
+    cost = to_float(first(attrs, ("gen_ai.usage.cost", "llm.cost.total")))
+    return Extract(
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        parent_span_id=span.parent_span_id,
+        role="engine" if engine else "client",
+        dialect=_dialect(span, attrs, engine),
+        service_name=span.service_name,
+        operation=operation,
+        provider=_provider(attrs, engine),
+        request_model=_request_model(span, attrs, operation),
+        response_model=_str(first(attrs, ("gen_ai.response.model", "llm.response.model_name"))),
+        response_id=_str(first(attrs, ("gen_ai.response.id", "llm.response.id"))),
+        server_request_id=_str(attrs.get("gen_ai.request.id")),
+        rollout=_str(attrs.get("driftline.rollout")),
+        variant=_str(attrs.get("driftline.variant")),
+        user_id=_str(first(attrs, USER_KEYS)),
+        session_id=_str(first(attrs, SESSION_KEYS)),
+        start_unix_nano=start,
+        end_unix_nano=end,
+        input_tokens=tokens(attrs, INPUT_TOKEN_KEYS, flags),
+        output_tokens=tokens(attrs, OUTPUT_TOKEN_KEYS, flags),
+        cached_input_tokens=tokens(attrs, CACHE_READ_KEYS, flags),
+        cache_write_input_tokens=tokens(attrs, CACHE_WRITE_KEYS, flags),
+        reasoning_output_tokens=tokens(attrs, REASONING_KEYS, flags),
+        queue_s=seconds(attrs.get("gen_ai.latency.time_in_queue"), flags),
+        prefill_s=seconds(attrs.get("gen_ai.latency.time_in_model_prefill"), flags),
+        decode_s=seconds(attrs.get("gen_ai.latency.time_in_model_decode"), flags),
+        inference_s=seconds(attrs.get("gen_ai.latency.time_in_model_inference"), flags),
+        ttft_s=seconds(first(attrs, TTFT_KEYS), flags),
+        e2e_s=e2e,
+        itl_p50_s=seconds(attrs.get("driftline.itl.p50_s"), flags),
+        itl_p95_s=seconds(attrs.get("driftline.itl.p95_s"), flags),
+        itl_max_s=seconds(attrs.get("driftline.itl.max_s"), flags),
+        finish_reasons=tuple(reasons) if reasons else None,
+        status=status,
+        error_type=error_type,
+        input_text=_truncate(content.input_text(attrs, span.events), max_text_chars, flags),
+        output_text=_truncate(out_text, max_text_chars, flags),
+        reported_cost_usd=cost if cost is not None and cost >= 0 else None,
+        flags=frozenset(flags),
+    )
+
+
+def merge(client: Extract, engine: Extract) -> Extract:
+    """Join a caller's span with its vLLM ``llm_request`` child into one call.
+
+    Server-side queue/prefill/decode come from the engine; model, variant, user, text and the
+    client-observed TTFT / e2e from the caller; whatever the caller lacks, from the engine.
+    """
+
+    def pick(name: str) -> Any:
+        value = getattr(client, name)
+        return value if value is not None else getattr(engine, name)
+
+    return replace(
+        client,
+        engine_span_id=engine.span_id,
+        server_request_id=engine.server_request_id or client.server_request_id,
+        queue_s=engine.queue_s,
+        prefill_s=engine.prefill_s,
+        decode_s=engine.decode_s,
+        inference_s=engine.inference_s,
+        **{
+            n: pick(n)
+            for n in (
+                "ttft_s", "e2e_s", "input_tokens", "output_tokens", "cached_input_tokens",
+                "cache_write_input_tokens", "reasoning_output_tokens", "finish_reasons",
+                "request_model", "response_model", "input_text", "output_text", "error_type",
+            )
+        },
+        status="error" if "error" in (client.status, engine.status) else client.status,
+        flags=client.flags | engine.flags,
+    )
+
+
+def finalize(ex: Extract, *, tenant: str, prices: PriceTable) -> CallRecord:
+    """Derive the stored record: TPOT, model, cost, call id, first finish reason, flags.
+
+    ``tpot_s = (e2e_s - ttft_s) / (output_tokens - 1)`` (DESIGN.md; mean time per output token
+    after the first), None when fewer than 2 output tokens or a term is unknown.
+    Cost: :func:`collector.cost.prices.token_cost`; None with flag ``usage_missing`` when a
+    token count is unknown, None with flag ``unpriced`` when the model has no price.
+    """
+    flags = set(ex.flags)
+    tpot = None
+    if ex.e2e_s is not None and ex.ttft_s is not None and ex.output_tokens is not None:
+        if ex.output_tokens >= 2:
+            tpot = (ex.e2e_s - ex.ttft_s) / (ex.output_tokens - 1)
+            if tpot < 0 or not math.isfinite(tpot):
+                tpot = None
+                flags.add("invalid_timing")
+    model, price = prices.lookup(ex.response_model, ex.request_model)
+    cost: float | None = None
+    if ex.input_tokens is None or ex.output_tokens is None:
+        if ex.operation != "embeddings" or ex.input_tokens is None:
+            flags.add("usage_missing")
+    if price is None:
+        if ex.reported_cost_usd is not None:
+            cost = ex.reported_cost_usd
+            flags.add("cost_reported")
+        else:
+            flags.add("unpriced")
+    elif ex.input_tokens is not None and (
+        ex.output_tokens is not None or ex.operation == "embeddings"
+    ):
+        cost = token_cost(
+            price,
+            ex.input_tokens,
+            ex.output_tokens or 0,
+            ex.cached_input_tokens,
+            ex.cache_write_input_tokens,
+        )
+    reasons = list(ex.finish_reasons) if ex.finish_reasons else None
+    return CallRecord(
+        tenant=tenant,
+        trace_id=ex.trace_id,
+        span_id=ex.span_id,
+        call_id=ex.response_id or ex.server_request_id or f"{ex.trace_id}:{ex.span_id}",
+        parent_span_id=ex.parent_span_id,
+        engine_span_id=ex.engine_span_id,
+        service_name=ex.service_name,
+        operation=ex.operation,
+        provider=ex.provider,
+        request_model=ex.request_model,
+        response_model=ex.response_model,
+        model=model,
+        rollout=ex.rollout,
+        variant=ex.variant,
+        user_id=ex.user_id,
+        session_id=ex.session_id,
+        response_id=ex.response_id,
+        server_request_id=ex.server_request_id,
+        start_unix_nano=ex.start_unix_nano,
+        end_unix_nano=ex.end_unix_nano,
+        input_tokens=ex.input_tokens,
+        output_tokens=ex.output_tokens,
+        cached_input_tokens=ex.cached_input_tokens,
+        cache_write_input_tokens=ex.cache_write_input_tokens,
+        reasoning_output_tokens=ex.reasoning_output_tokens,
+        queue_s=ex.queue_s,
+        prefill_s=ex.prefill_s,
+        decode_s=ex.decode_s,
+        inference_s=ex.inference_s,
+        ttft_s=ex.ttft_s,
+        e2e_s=ex.e2e_s,
+        tpot_s=tpot,
+        itl_p50_s=ex.itl_p50_s,
+        itl_p95_s=ex.itl_p95_s,
+        itl_max_s=ex.itl_max_s,
+        finish_reasons=reasons,
+        finish_reason=reasons[0] if reasons else None,
+        status=ex.status,
+        error_type=ex.error_type,
+        flags=sorted(flags),
+        cost_usd=cost,
+        gpu_cost_usd=None,
+        input_text=ex.input_text,
+        output_text=ex.output_text,
+        dialect=ex.dialect,
+    )
+
+
+def normalize_span(
+    span: SpanData, *, tenant: str, prices: PriceTable, max_text_chars: int = 1_000_000
+) -> CallRecord | None:
+    """:func:`extract` then :func:`finalize` for a span that stands alone."""
+    ex = extract(span, max_text_chars=max_text_chars)
+    return None if ex is None else finalize(ex, tenant=tenant, prices=prices)

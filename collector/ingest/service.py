@@ -1,0 +1,68 @@
+"""Transport-independent ingestion: decoded spans -> normalised items -> durable write.
+
+Both receivers (OTLP/HTTP in ``collector.api.otlp`` and OTLP/gRPC in
+``collector.ingest.grpc_server``) call :func:`ingest`.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from collector.ingest.decode import DecodedBatch
+from collector.ingest.writer import BatchWriter, prepare
+from collector.metrics import IngestMetrics
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOutcome:
+    """What to answer: spans accepted, spans rejected and the English reason."""
+
+    accepted: int
+    rejected: int
+    error_message: str
+
+
+@dataclass(slots=True)
+class Pending:
+    """An accepted request waiting for its commit."""
+
+    future: Future[int]
+    outcome: IngestOutcome
+    started: float
+
+
+def submit(
+    batch: DecodedBatch,
+    *,
+    tenant: str,
+    writer: BatchWriter,
+    metrics: IngestMetrics,
+    transport: str,
+    max_text_chars: int,
+) -> Pending:
+    """Normalise and queue a decoded batch.
+
+    Raises:
+        QueueFullError: the write queue is full (answer 503 / UNAVAILABLE).
+    """
+    items, errors = prepare(batch.spans, max_text_chars)
+    for msg in errors:
+        batch.reject(1, msg)
+    if batch.rejected:
+        metrics.spans_rejected.labels(transport, "invalid_span").inc(batch.rejected)
+    fut = writer.submit(tenant, items)
+    metrics.queue_spans.set(writer.queued_spans)
+    return Pending(
+        future=fut,
+        outcome=IngestOutcome(len(items), batch.rejected, batch.error_message),
+        started=time.perf_counter(),
+    )
+
+
+def done(pending: Pending, *, metrics: IngestMetrics, transport: str) -> IngestOutcome:
+    """Record metrics of a committed request."""
+    metrics.spans_received.labels(transport).inc(pending.outcome.accepted)
+    metrics.write_seconds.labels(transport).observe(time.perf_counter() - pending.started)
+    return pending.outcome

@@ -1,0 +1,354 @@
+"""The span writer: a bounded queue, one writer thread, group commit.
+
+A receiver calls :meth:`BatchWriter.submit` and waits on the returned future; the future
+resolves only after the transaction holding its spans has committed (SQLite: WAL with
+``synchronous=FULL``), so an HTTP 200 / gRPC OK means the spans are durable. Re-sent spans
+upsert on (tenant, trace_id, span_id) and never duplicate.
+
+:func:`write_batch` also merges a caller's LLM span with its vLLM ``llm_request`` child into
+one call record, whichever arrives first (the other half is looked up in the store).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from collector.cost.prices import PriceTable
+from collector.errors import BadRequestError, QueueFullError, StoreUnavailableError
+from collector.ingest.decode import SpanData
+from collector.ingest.normalize import CALL_COLUMNS, CallRecord, Extract, extract, finalize, merge
+from collector.store import bulk
+from collector.store.models import LLMCall, Span
+
+log = logging.getLogger(__name__)
+
+SPAN_COLUMNS = tuple(c.name for c in Span.__table__.columns)
+assert CALL_COLUMNS == tuple(c.name for c in LLMCall.__table__.columns), "record != table"
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A decoded span and its LLM-call facts (None when it is not an LLM call)."""
+
+    span: SpanData
+    extract: Extract | None
+
+
+def prepare(spans: Sequence[SpanData], max_text_chars: int) -> tuple[list[Item], list[str]]:
+    """Extract every span; a span whose normalisation fails is returned as an error message."""
+    items: list[Item] = []
+    errors: list[str] = []
+    for s in spans:
+        try:
+            items.append(Item(s, extract(s, max_text_chars=max_text_chars)))
+        except Exception as exc:  # one bad span never loses its batch
+            log.warning("span %s/%s could not be normalised: %r", s.trace_id, s.span_id, exc)
+            errors.append(f"span {s.span_id} of trace {s.trace_id} could not be normalised: {exc}")
+    return items, errors
+
+
+def _span_row(s: SpanData, tenant: str, role: str | None, received: int) -> tuple[object, ...]:
+    values = {
+        "tenant": tenant,
+        "trace_id": s.trace_id,
+        "span_id": s.span_id,
+        "parent_span_id": s.parent_span_id,
+        "name": s.name,
+        "kind": s.kind,
+        "service_name": s.service_name,
+        "scope_name": s.scope_name,
+        "scope_version": s.scope_version,
+        "start_unix_nano": s.start_unix_nano,
+        "end_unix_nano": s.end_unix_nano,
+        "status_code": s.status_code,
+        "status_message": s.status_message,
+        "attributes": s.attributes,
+        "resource_attributes": s.resource_attributes,
+        "events": s.events,
+        "links": s.links,
+        "llm_role": role,
+        "received_unix_nano": received,
+    }
+    return tuple(values[c] for c in SPAN_COLUMNS)
+
+
+def _call_row(r: CallRecord) -> tuple[object, ...]:
+    return tuple(getattr(r, c) for c in CALL_COLUMNS)
+
+
+def resolve_calls(
+    conn: object, tenant: str, extracts: dict[Key, Extract], max_text_chars: int
+) -> tuple[list[Extract], list[Key]]:
+    """Pair callers with their engine children (in this batch or already stored).
+
+    Returns the call extracts to upsert and the keys of standalone engine calls to delete
+    because they are now merged into their caller's record.
+    """
+    clients = {k: e for k, e in extracts.items() if e.role == "client"}
+    engines = {k: e for k, e in extracts.items() if e.role == "engine"}
+    engine_by_parent = {
+        (e.trace_id, e.parent_span_id): e for e in engines.values() if e.parent_span_id
+    }
+    traces = {e.trace_id for e in clients.values()}
+    traces |= {e.trace_id for e in engines.values() if e.parent_span_id}
+    stored_clients: set[Key] = set()
+    stored_engine_by_parent: dict[Key, Key] = {}
+    for trace_id, span_id, parent, role in bulk.llm_span_index(conn, tenant, traces):  # type: ignore[arg-type]
+        if (trace_id, span_id) in extracts:
+            continue
+        if role == "client":
+            stored_clients.add((trace_id, span_id))
+        elif role == "engine" and parent:
+            stored_engine_by_parent[(trace_id, parent)] = (trace_id, span_id)
+
+    to_load: set[Key] = set()
+    pairs: list[tuple[Extract | Key, Extract | Key]] = []
+    singles: list[Extract] = []
+    merged_engines: set[Key] = set()
+    for key, c in clients.items():
+        child = engine_by_parent.get(key)
+        if child is not None:
+            pairs.append((c, child))
+            merged_engines.add((child.trace_id, child.span_id))
+        elif key in stored_engine_by_parent:
+            ek = stored_engine_by_parent[key]
+            to_load.add(ek)
+            pairs.append((c, ek))
+        else:
+            singles.append(c)
+    for key, e in engines.items():
+        if key in merged_engines:
+            continue
+        parent_key = (e.trace_id, e.parent_span_id or "")
+        if e.parent_span_id and parent_key in stored_clients:
+            to_load.add(parent_key)
+            pairs.append((parent_key, e))
+        else:
+            singles.append(e)
+
+    loaded: dict[Key, Extract] = {}
+    for key, span in bulk.load_spans(conn, tenant, to_load).items():  # type: ignore[arg-type]
+        ex = extract(span, max_text_chars=max_text_chars)
+        if ex is not None:
+            loaded[key] = ex
+    out = list(singles)
+    deletes: list[Key] = []
+    for client_ref, engine_ref in pairs:
+        c = client_ref if isinstance(client_ref, Extract) else loaded.get(client_ref)
+        e = engine_ref if isinstance(engine_ref, Extract) else loaded.get(engine_ref)
+        if c is None or e is None:  # the stored half is gone (retention); keep what we have
+            out.extend(x for x in (c, e) if x is not None and isinstance(x, Extract))
+            continue
+        out.append(merge(c, e))
+        deletes.append((e.trace_id, e.span_id))
+    return out, deletes
+
+
+def write_batch(
+    engine: Engine,
+    batches: Sequence[tuple[str, Sequence[Item]]],
+    prices: PriceTable,
+    *,
+    max_text_chars: int = 1_000_000,
+    received_unix_nano: int | None = None,
+) -> int:
+    """Write (tenant, items) batches in ONE transaction; returns the number of spans written.
+
+    Raises:
+        sqlalchemy.exc.DBAPIError: the database refused the transaction (nothing is written).
+    """
+    received = received_unix_nano or time.time_ns()
+    written = 0
+    with engine.begin() as conn:
+        for tenant, items in batches:
+            span_rows: dict[Key, tuple[object, ...]] = {}
+            extracts: dict[Key, Extract] = {}
+            for it in items:
+                key = (it.span.trace_id, it.span.span_id)
+                role = it.extract.role if it.extract is not None else None
+                span_rows[key] = _span_row(it.span, tenant, role, received)
+                if it.extract is not None:
+                    extracts[key] = it.extract
+            calls, deletes = resolve_calls(conn, tenant, extracts, max_text_chars)
+            bulk.upsert(conn, Span.__table__, list(span_rows.values()))
+            records = {
+                (c.trace_id, c.span_id): _call_row(finalize(c, tenant=tenant, prices=prices))
+                for c in calls
+            }
+            bulk.upsert(conn, LLMCall.__table__, list(records.values()))
+            bulk.delete_calls(conn, tenant, [k for k in deletes if k not in records])
+            written += len(span_rows)
+    return written
+
+
+@dataclass(slots=True)
+class _Job:
+    tenant: str
+    items: list[Item]
+    future: Future[int]
+
+
+class BatchWriter:
+    """Bounded queue in front of :func:`write_batch`, drained by one thread (group commit).
+
+    Args:
+        engine: where to write.
+        prices: the price table used for ``cost_usd``.
+        max_queue_spans: spans waiting (and in flight) before :meth:`submit` refuses.
+        max_batch_spans: spans written per transaction at most.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        prices: PriceTable,
+        *,
+        max_queue_spans: int = 200_000,
+        max_batch_spans: int = 20_000,
+        max_text_chars: int = 1_000_000,
+    ) -> None:
+        self._engine = engine
+        self._prices = prices
+        self._max_queue = max_queue_spans
+        self._max_batch = max_batch_spans
+        self._max_text_chars = max_text_chars
+        self._jobs: collections.deque[_Job] = collections.deque()
+        self._queued = 0
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self.spans_written = 0
+        self.write_seconds_last = 0.0
+
+    @property
+    def queued_spans(self) -> int:
+        """Spans accepted but not yet committed."""
+        return self._queued
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="driftline-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, tenant: str, items: list[Item]) -> Future[int]:
+        """Queue spans for writing; the future resolves once they are committed.
+
+        Raises:
+            QueueFullError: the queue holds ``max_queue_spans`` already (HTTP 503, retry).
+        """
+        fut: Future[int] = Future()
+        if not items:
+            fut.set_result(0)
+            return fut
+        with self._cond:
+            if self._closing:
+                raise QueueFullError("the collector is shutting down", retry_after_s=5)
+            if self._queued and self._queued + len(items) > self._max_queue:
+                raise QueueFullError(
+                    f"write queue full ({self._queued} spans waiting)", retry_after_s=1
+                )
+            self._queued += len(items)
+            self._jobs.append(_Job(tenant, items, fut))
+            self._cond.notify()
+        return fut
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop accepting, write what is queued, and join the thread."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _take(self) -> list[_Job] | None:
+        with self._cond:
+            while not self._jobs and not self._closing:
+                self._cond.wait()
+            if not self._jobs:
+                return None
+            jobs: list[_Job] = []
+            n = 0
+            while self._jobs and (not jobs or n + len(self._jobs[0].items) <= self._max_batch):
+                job = self._jobs.popleft()
+                jobs.append(job)
+                n += len(job.items)
+            return jobs
+
+    def _write(self, jobs: list[_Job]) -> None:
+        write_batch(
+            self._engine,
+            [(j.tenant, j.items) for j in jobs],
+            self._prices,
+            max_text_chars=self._max_text_chars,
+        )
+
+    def _run(self) -> None:
+        while True:
+            jobs = self._take()
+            if jobs is None:
+                return
+            t0 = time.perf_counter()
+            try:
+                try:
+                    self._write(jobs)
+                    for j in jobs:
+                        j.future.set_result(len(j.items))
+                except OperationalError:
+                    raise
+                except DBAPIError:
+                    if len(jobs) == 1:
+                        raise
+                    for j in jobs:  # isolate the job the database refuses
+                        self._write_one(j)
+            except OperationalError as exc:
+                log.error("store unavailable, %d spans not written: %s", self._count(jobs), exc)
+                for j in jobs:
+                    if not j.future.done():
+                        j.future.set_exception(
+                            StoreUnavailableError(f"the store is unavailable: {exc.orig}")
+                        )
+            except DBAPIError as exc:
+                log.error("the store refused %d spans: %s", self._count(jobs), exc)
+                for j in jobs:
+                    if not j.future.done():
+                        j.future.set_exception(
+                            BadRequestError(f"the spans could not be stored: {exc.orig}")
+                        )
+            except Exception as exc:
+                log.exception("write of %d spans failed", self._count(jobs))
+                for j in jobs:
+                    if not j.future.done():
+                        j.future.set_exception(exc)
+            finally:
+                self.write_seconds_last = time.perf_counter() - t0
+                n = self._count(jobs)
+                with self._cond:
+                    self._queued -= n
+                self.spans_written += n
+
+    def _write_one(self, job: _Job) -> None:
+        try:
+            self._write([job])
+            job.future.set_result(len(job.items))
+        except OperationalError as exc:
+            job.future.set_exception(StoreUnavailableError(f"the store is unavailable: {exc}"))
+        except DBAPIError as exc:
+            log.error("the store refused one request's %d spans: %s", len(job.items), exc)
+            job.future.set_exception(BadRequestError(f"the spans could not be stored: {exc.orig}"))
+        except Exception as exc:
+            log.exception("write of one request's %d spans failed", len(job.items))
+            job.future.set_exception(exc)
+
+    @staticmethod
+    def _count(jobs: list[_Job]) -> int:
+        return sum(len(j.items) for j in jobs)

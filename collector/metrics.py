@@ -1,0 +1,52 @@
+"""Prometheus metrics of the collector's own health (one registry per app instance)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+@dataclass(frozen=True)
+class IngestMetrics:
+    """driftline_* self-metrics; label ``transport`` is ``http`` or ``grpc``."""
+
+    registry: CollectorRegistry
+    spans_received: Counter
+    spans_rejected: Counter
+    requests_refused: Counter
+    queue_spans: Gauge
+    write_seconds: Histogram
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None = None) -> IngestMetrics:
+        reg = registry or CollectorRegistry()
+        return cls(
+            registry=reg,
+            spans_received=Counter(
+                "driftline_spans_received", "Spans accepted and stored.", ["transport"],
+                registry=reg,
+            ),
+            spans_rejected=Counter(
+                "driftline_spans_rejected",
+                "Spans rejected in partialSuccess, by reason.",
+                ["transport", "reason"],
+                registry=reg,
+            ),
+            requests_refused=Counter(
+                "driftline_ingest_requests_refused",
+                "OTLP requests refused as a whole, by HTTP status / gRPC code.",
+                ["transport", "code"],
+                registry=reg,
+            ),
+            queue_spans=Gauge(
+                "driftline_write_queue_spans", "Spans waiting to be committed.", registry=reg
+            ),
+            write_seconds=Histogram(
+                "driftline_ingest_request_seconds",
+                "Time from a decoded OTLP request to its durable commit, in seconds.",
+                ["transport"],
+                buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+                registry=reg,
+            ),
+        )

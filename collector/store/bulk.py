@@ -1,0 +1,180 @@
+"""Fast write paths and the write-path lookups of the span writer.
+
+SQLite: ``executemany`` with plain tuples and ``INSERT .. ON CONFLICT DO UPDATE``.
+PostgreSQL: binary ``COPY`` into a temporary staging table, then one
+``INSERT .. SELECT .. ON CONFLICT DO UPDATE`` (idempotent on the primary key).
+Column lists come from the SQLAlchemy tables, so the SQL never drifts from ``models.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+from psycopg.types.json import Jsonb
+from sqlalchemy import JSON, BigInteger, Connection, Float, Integer, Table, select
+
+from collector.ingest.decode import SpanData
+from collector.store.models import LLMCall, Span
+
+CHUNK = 500  # ids per IN (...) list
+
+
+def _dumps(obj: Any) -> str:
+    return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _pg_json_dumps(obj: Any) -> str:
+    # PostgreSQL text and jsonb cannot hold NUL; replace it rather than fail the whole batch.
+    return _dumps(obj).replace("\\u0000", "\\ufffd")
+
+
+def _is_json(col: Any) -> bool:
+    return isinstance(col.type, JSON)
+
+
+def _pg_type(col: Any) -> str:
+    t = col.type
+    if isinstance(t, JSON):
+        return "jsonb"
+    if isinstance(t, BigInteger):
+        return "int8"
+    if isinstance(t, Integer):
+        return "int4"
+    if isinstance(t, Float):
+        return "float8"
+    return "text"
+
+
+def upsert(conn: Connection, table: Table, rows: Sequence[Sequence[Any]]) -> None:
+    """Insert ``rows`` (tuples in ``table.columns`` order) or update them on key conflict.
+
+    Rows must have unique primary keys within one call (PostgreSQL refuses to update a row
+    twice in one statement).
+    """
+    if not rows:
+        return
+    cols = list(table.columns)
+    names = [c.name for c in cols]
+    keys = [c.name for c in table.primary_key.columns]
+    updates = ", ".join(f"{n} = excluded.{n}" for n in names if n not in keys)
+    col_list = ", ".join(names)
+    json_idx = [i for i, c in enumerate(cols) if _is_json(c)]
+    if conn.dialect.name == "postgresql":
+        _pg_copy_upsert(conn, table, rows, names, keys, updates, json_idx, cols)
+        return
+    sql = (
+        f"INSERT INTO {table.name} ({col_list}) VALUES ({', '.join('?' * len(names))}) "
+        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}"
+    )
+    if json_idx:
+        fixed = []
+        for row in rows:
+            r = list(row)
+            for i in json_idx:
+                if r[i] is not None:
+                    r[i] = _dumps(r[i])
+            fixed.append(tuple(r))
+        rows = fixed
+    conn.exec_driver_sql(sql, list(rows))  # type: ignore[arg-type]
+
+
+def _pg_copy_upsert(
+    conn: Connection,
+    table: Table,
+    rows: Sequence[Sequence[Any]],
+    names: list[str],
+    keys: list[str],
+    updates: str,
+    json_idx: list[int],
+    cols: list[Any],
+) -> None:
+    raw = conn.connection.driver_connection
+    stage = f"_stage_{table.name}"
+    col_list = ", ".join(names)
+    text_idx = [i for i, c in enumerate(cols) if _pg_type(c) == "text"]
+    with raw.cursor() as cur:  # type: ignore[union-attr]
+        cur.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {stage} "
+            f"(LIKE {table.name} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+        )
+        with cur.copy(f"COPY {stage} ({col_list}) FROM STDIN (FORMAT BINARY)") as cp:
+            cp.set_types([_pg_type(c) for c in cols])
+            for row in rows:
+                r = list(row)
+                for i in json_idx:
+                    if r[i] is not None:
+                        r[i] = Jsonb(r[i], dumps=_pg_json_dumps)
+                for i in text_idx:
+                    if isinstance(r[i], str) and "\x00" in r[i]:
+                        r[i] = r[i].replace("\x00", "\ufffd")
+                cp.write_row(r)
+        cur.execute(
+            f"INSERT INTO {table.name} ({col_list}) SELECT {col_list} FROM {stage} "
+            f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}"
+        )
+        cur.execute(f"DELETE FROM {stage}")
+
+
+def delete_calls(conn: Connection, tenant: str, keys: Iterable[tuple[str, str]]) -> None:
+    """Delete ``llm_calls`` rows by (trace_id, span_id) (engine calls merged into a parent)."""
+    t = LLMCall.__table__
+    for trace_id, span_id in keys:
+        conn.execute(
+            t.delete().where(
+                t.c.tenant == tenant, t.c.trace_id == trace_id, t.c.span_id == span_id
+            )
+        )
+
+
+def llm_span_index(
+    conn: Connection, tenant: str, trace_ids: Iterable[str]
+) -> list[tuple[str, str, str | None, str]]:
+    """(trace_id, span_id, parent_span_id, llm_role) of stored LLM spans in these traces."""
+    t = Span.__table__
+    ids = sorted(set(trace_ids))
+    out: list[tuple[str, str, str | None, str]] = []
+    for i in range(0, len(ids), CHUNK):
+        q = select(t.c.trace_id, t.c.span_id, t.c.parent_span_id, t.c.llm_role).where(
+            t.c.tenant == tenant, t.c.trace_id.in_(ids[i : i + CHUNK]), t.c.llm_role.is_not(None)
+        )
+        out.extend((r[0], r[1], r[2], r[3]) for r in conn.execute(q))
+    return out
+
+
+def load_spans(
+    conn: Connection, tenant: str, keys: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], SpanData]:
+    """Stored spans rebuilt as :class:`SpanData`, by (trace_id, span_id)."""
+    t = Span.__table__
+    out: dict[tuple[str, str], SpanData] = {}
+    for trace_id, span_id in keys:
+        row = conn.execute(
+            select(t).where(t.c.tenant == tenant, t.c.trace_id == trace_id, t.c.span_id == span_id)
+        ).mappings().first()
+        if row is None:
+            continue
+        out[(trace_id, span_id)] = span_from_row(row)
+    return out
+
+
+def span_from_row(row: Any) -> SpanData:
+    """A ``spans`` row (mapping) as :class:`SpanData`."""
+    return SpanData(
+        trace_id=row["trace_id"],
+        span_id=row["span_id"],
+        parent_span_id=row["parent_span_id"],
+        name=row["name"],
+        kind=row["kind"],
+        start_unix_nano=row["start_unix_nano"],
+        end_unix_nano=row["end_unix_nano"],
+        status_code=row["status_code"],
+        status_message=row["status_message"],
+        attributes=row["attributes"] or {},
+        events=row["events"] or [],
+        links=row["links"] or [],
+        resource_attributes=row["resource_attributes"] or {},
+        scope_name=row["scope_name"],
+        scope_version=row["scope_version"],
+    )
