@@ -1,0 +1,151 @@
+"""Shared fixtures: real SQLite and real PostgreSQL stores, the collector app, a live server.
+
+PostgreSQL: the test machine runs it on 127.0.0.1:5432 (trust auth). Each test that asks for
+it gets a fresh database, dropped afterwards. Set DRIFTLINE_TEST_PG_ADMIN_URL to point
+elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+
+from collector.app import create_app
+from collector.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+CASES = SHARED / "cases"
+PRICE_FIXTURE = CASES / "00_price_table.json"
+PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def pg_admin_url() -> str:
+    return os.environ.get("DRIFTLINE_TEST_PG_ADMIN_URL", PG_ADMIN_URL)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/driftline.db"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test."""
+    name = f"driftline_t_{uuid.uuid4().hex[:12]}"
+    admin = pg_admin_url()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = admin.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Parametrised: the same test on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/driftline.db"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+def make_settings(database_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "dev": True,
+        "grpc_port": 0,
+        "prices": PRICE_FIXTURE,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture
+def client(db_url: str) -> Iterator[TestClient]:
+    """The collector app (lifespan running) on the parametrised store, prices from case 00."""
+    with TestClient(create_app(make_settings(db_url, grpc_enabled=False))) as c:
+        yield c
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class LiveCollector:
+    """A real uvicorn server (HTTP) plus the gRPC receiver, in this process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.app = create_app(settings)
+        self.server = uvicorn.Server(
+            uvicorn.Config(self.app, host="127.0.0.1", port=settings.http_port,
+                           log_level="warning", access_log=False)
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.http_port}"
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"127.0.0.1:{self.app.state.driftline.grpc_port}"
+
+    def start(self) -> LiveCollector:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("collector did not start")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+    def calls(self, **params: Any) -> list[dict[str, Any]]:
+        r = httpx.get(f"{self.http_url}/api/v1/calls", params={"limit": 1000, **params})
+        r.raise_for_status()
+        items: list[dict[str, Any]] = r.json()["items"]
+        return items
+
+
+@pytest.fixture
+def live_collector(db_url: str) -> Iterator[LiveCollector]:
+    lc = LiveCollector(make_settings(db_url, http_port=free_port(), grpc_port=0)).start()
+    try:
+        yield lc
+    finally:
+        lc.stop()
+
+
+def wait_for(predicate: Any, timeout_s: float = 20.0, interval_s: float = 0.1) -> Any:
+    """Poll ``predicate`` until it returns a truthy value; raise AssertionError on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s} s")
+        time.sleep(interval_s)
