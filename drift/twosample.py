@@ -112,10 +112,13 @@ def categorical_window(values: Iterable[Hashable], name: str) -> list[Hashable]:
     return out
 
 
-def check_test_params(threshold: float, min_samples: int) -> None:
-    """Validate a threshold (finite, ≥ 0) and ``min_samples`` (≥ 1). Raises ValueError."""
+def check_test_params(threshold: float, min_samples: int, name: str = "threshold") -> None:
+    """Validate a threshold called ``name`` (finite, ≥ 0) and ``min_samples`` (≥ 1).
+
+    Raises ValueError naming the bad parameter.
+    """
     if not math.isfinite(threshold) or threshold < 0:
-        raise ValueError(f"threshold must be a finite number >= 0, got {threshold!r}")
+        raise ValueError(f"{name} must be a finite number >= 0, got {threshold!r}")
     if min_samples < 1:
         raise ValueError(f"min_samples must be >= 1, got {min_samples!r}")
 
@@ -150,7 +153,7 @@ def ks_test(
     Source: scipy.stats.ks_2samp (exact distribution for small samples, asymptotic otherwise);
     Evidently ``ks_stattest.py``.
     """
-    check_test_params(alpha, min_samples)
+    check_test_params(alpha, min_samples, "alpha")
     ref, cur = numeric_window(reference, "reference"), numeric_window(current, "current")
     if not has_enough(ref.size, cur.size, min_samples):
         return insufficient("ks", "pvalue", alpha, ref.size, cur.size)
@@ -191,7 +194,7 @@ def chi_square_test(
 
     Source: scipy.stats.chi2_contingency (Pearson 1900; Yates 1934 for 2 × 2); NannyML chi2.
     """
-    check_test_params(alpha, min_samples)
+    check_test_params(alpha, min_samples, "alpha")
     ref = Counter(categorical_window(reference, "reference"))
     cur = Counter(categorical_window(current, "current"))
     n_ref, n_cur = sum(ref.values()), sum(cur.values())
@@ -238,7 +241,7 @@ def proportion_z_test(
     Source: Evidently ``z_stattest.py``; any statistics text (e.g. Agresti, Categorical Data
     Analysis, §2.2).
     """
-    check_test_params(alpha, min_samples)
+    check_test_params(alpha, min_samples, "alpha")
     ref, cur = numeric_window(reference, "reference"), numeric_window(current, "current")
     for name, arr in (("reference", ref), ("current", cur)):
         if not np.all((arr == 0) | (arr == 1)):
