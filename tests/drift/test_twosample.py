@@ -34,7 +34,8 @@ CASES = Path(__file__).parents[2].parent / "shared" / "cases"
 
 def _case18() -> dict[str, Any]:
     with (CASES / "18_drift_constant_values.json").open() as f:
-        return json.load(f)["scenarios"]  # type: ignore[no-any-return]
+        data: dict[str, Any] = json.load(f)["scenarios"]
+    return data
 
 
 # --- case 18: constant windows -------------------------------------------------------------
