@@ -160,6 +160,8 @@ def to_float_array(values: ArrayLike | None) -> NDArray[np.float64]:
     """Flatten to float64, ``None`` -> NaN (unknown, never 0); ``None`` input -> empty."""
     if values is None:
         return np.empty(0)
+    if isinstance(values, np.ndarray) and values.dtype.kind in "fiu":
+        return values.astype(np.float64, copy=False).ravel()
     arr = np.array([math.nan if v is None else v for v in np.ravel(np.asarray(values, object))])
     return arr.astype(np.float64)
 

@@ -103,7 +103,11 @@ def _no_data(
 
 
 def _metric_evidence(
-    metric: MetricPolicy, obs: Observations | None, threshold: float, alpha: float
+    metric: MetricPolicy,
+    obs: Observations | None,
+    threshold: float,
+    alpha: float,
+    fixed_n_report: bool,
 ) -> MetricEvidence:
     c, delta0, harm_alt, ni_alt = _contrast(metric)
     kind = metric.kind
@@ -146,7 +150,7 @@ def _metric_evidence(
                         alternative=alt,
                     )
                 )
-            mw = _mann_whitney(a, b, harm_alt)
+            mw = _mann_whitney(a, b, harm_alt) if fixed_n_report else None
     elif kind in (MetricKind.PROPORTION, MetricKind.RARE_EVENT):
         if not isinstance(obs, CountObservations):
             raise ValueError(f"metrics[{metric.name!r}] must be CountObservations")
@@ -159,7 +163,8 @@ def _metric_evidence(
             arm = "canary" if n_b == 0 else "baseline"
             return _no_data(metric, threshold, f"insufficient {arm} data (0 requests)", n_a, n_b)
         base, cand = float(ka.sum()) / n_a, float(kb.sum()) / n_b
-        mw = _mann_whitney(ka[na > 0] / na[na > 0], kb[nb > 0] / nb[nb > 0], harm_alt)
+        if fixed_n_report:
+            mw = _mann_whitney(ka[na > 0] / na[na > 0], kb[nb > 0] / nb[nb > 0], harm_alt)
         if kind is MetricKind.RARE_EVENT:
             r0 = c  # rate ratio at the margin
             for alt in (harm_alt, ni_alt):
@@ -244,7 +249,9 @@ def _metric_evidence(
     )
 
 
-def build_evidence(observations: CanaryObservations, policy: RolloutPolicy) -> Evidence:
+def build_evidence(
+    observations: CanaryObservations, policy: RolloutPolicy, *, fixed_n_report: bool = True
+) -> Evidence:
     """Evidence at one look: SRM gate and report, then each policy metric's two e-tests.
 
     ``observations.metrics`` maps metric name -> observations of the metric's kind
@@ -253,6 +260,7 @@ def build_evidence(observations: CanaryObservations, policy: RolloutPolicy) -> E
     is ``no_data``, never a zero. SRM uses Lindon & Malek's Dirichlet-multinomial e-value over
     ``assignments`` (one factor per step) and reports Pearson chi-square for the current step.
 
+    ``fixed_n_report=False`` skips the Mann-Whitney report (simulations).
     Raises ValueError when observations do not match a metric's kind or counts are invalid.
     """
     k = len(policy.metrics)
@@ -268,7 +276,9 @@ def build_evidence(observations: CanaryObservations, policy: RolloutPolicy) -> E
     srm_report = srm_chi_square(*segments[-1]) if segments else None
     current = observations.assignments[-1] if observations.assignments else None
     metrics = tuple(
-        _metric_evidence(m, observations.metrics.get(m.name), threshold, policy.alpha)
+        _metric_evidence(
+            m, observations.metrics.get(m.name), threshold, policy.alpha, fixed_n_report
+        )
         for m in policy.metrics
     )
     not_failing = sum(1 for m in metrics if m.status in ("pass", "undecided"))

@@ -508,7 +508,7 @@ def _rare_event_log_mixture(
     def log_prior(x: NDArray[np.float64]) -> NDArray[np.float64]:
         return a * _log_sigmoid(x) + b * _log_sigmoid(-x) - special.betaln(a, b)
 
-    coarse = np.linspace(-40.0, 40.0, 1601)
+    coarse = np.linspace(-40.0, 40.0, 801)
     center = math.log((kb.sum() + 0.5) / (ka.sum() + 0.5)) - float(np.median(shift))
     sd = math.sqrt(1.0 / (ka.sum() + 0.5) + 1.0 / (kb.sum() + 0.5))
     peak = float(coarse[np.argmax(log_lik(coarse) + log_prior(coarse))])
