@@ -136,11 +136,11 @@ _KEY_VALUE = re.compile(
     r"""(?ix)
     (?<![A-Za-z0-9])
     ([A-Za-z0-9_.-]*?
-      (?:api[_-]?key|apikey|secret|token|passw(?:or)?d|pwd|access[_-]?key|private[_-]?key
-        |client[_-]?secret|auth|credential|session[_-]?id)
+      (?:api[_-]?key|apikey|secrets?|tokens?|passw(?:or)?d|pwd|access[_-]?key|private[_-]?key
+        |client[_-]?secret|authorization|auth|credentials?|session[_-]?id)(?![a-z])
      [A-Za-z0-9_.-]*)
     (["']?\s*[:=]\s*["']?)
-    ([^\s"'&,;<>]{6,})
+    ([^\s"'&,;<>]{4,})
     """
 )
 _PASSWORD_KEY = re.compile(r"(?i)passw(?:or)?d|pwd")
@@ -179,8 +179,8 @@ _EMAIL = re.compile(
     r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}(?![A-Za-z0-9-])"
 )
 _IPV6 = re.compile(
-    r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|\d{1,3}(?:\.\d{1,3}){3})?"
-    r"(?:%[0-9A-Za-z]+)?(?![0-9A-Za-z:])"
+    r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{1,4})?"
+    r"(?:%[0-9A-Za-z]+)?(?![0-9A-Za-z:]|\.\d)"
 )
 _IPV4 = re.compile(r"(?<![0-9A-Za-z.])\d{1,3}(?:\.\d{1,3}){3}(?![0-9A-Za-z]|\.\d)")
 _CARD = re.compile(r"(?<![0-9A-Za-z-])\d(?:[ -]?\d){12,18}(?![0-9A-Za-z]|-\d)")
@@ -221,13 +221,15 @@ def _is_card(candidate: str) -> bool:
     separators = {ch for ch in candidate if not ch.isdigit()}
     if len(separators) > 1:
         return False  # "1234 5678-..." mixes separators: not a card as written
+    if separators and len(re.split(r"[ -]", candidate)[0]) != 4:
+        return False  # printed cards start with a 4-digit group; phones (3-3-4) do not
     digits = "".join(ch for ch in candidate if ch.isdigit())
     return 13 <= len(digits) <= 19 and luhn_valid(digits)
 
 
 # --- phone -----------------------------------------------------------------------------------
 
-_ID_GLUE = frozenset("#-_/\\@:")
+_ID_GLUE = frozenset("#-_/\\@")
 
 
 def _phones(text: str, region: str | None) -> tuple[str, int]:
@@ -265,7 +267,9 @@ def _sub(
     return pattern.sub(replace, text), count
 
 
-def _placeholder_if(kind: PiiKind, check: Callable[[str], bool]) -> Callable[[re.Match[str]], tuple[str, bool]]:
+def _placeholder_if(
+    kind: PiiKind, check: Callable[[str], bool]
+) -> Callable[[re.Match[str]], tuple[str, bool]]:
     def keep(match: re.Match[str]) -> tuple[str, bool]:
         if check(match.group(0)):
             return PLACEHOLDERS[kind], True
