@@ -1,6 +1,6 @@
 """Serving-engine metrics: parse a Prometheus text exposition into one ``EngineSample`` per engine.
 
-Four engines are understood, each by its documented metric names (sources in ``_ENGINES``):
+Four engines are understood, each by its documented metric names (sources in ``ENGINES``):
 
 * vLLM (``vllm:*``; current and deprecated names, e.g. ``vllm:kv_cache_usage_perc`` replacing
   ``vllm:gpu_cache_usage_perc`` and ``vllm:prefix_cache_*`` replacing ``vllm:gpu_prefix_cache_*``);
@@ -9,9 +9,9 @@ Four engines are understood, each by its documented metric names (sources in ``_
 * llama.cpp server (``llamacpp:*``).
 
 Parsing uses prometheus-client's own text parser; nothing here is hand-rolled line splitting.
-``parse_exposition`` is pure; ``engine_rates`` derives windowed rates from two samples of the same
-engine; ``scrape`` is the only function doing I/O. A metric the engine does not export is ``None``,
-never 0.
+``parse_exposition`` is pure; ``collector.enginerates.engine_rates`` derives windowed rates from
+two samples of one engine; ``scrape`` is the only function doing I/O. A metric the engine does not
+export is ``None``, never 0.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.enginehistogram import LatencyHistogram, histogram_from_series
+from collector.enginenames import ENGINES, EngineKind, EngineNames
 from collector.errors import CollectorError
 
 __all__ = [
@@ -47,15 +47,6 @@ class ScrapeError(CollectorError):
         super().__init__(f"scrape of {url} failed: {reason}")
         self.url = url
         self.reason = reason
-
-
-class EngineKind(StrEnum):
-    """Which serving engine produced a sample (detected from the metric-name prefix)."""
-
-    VLLM = "vllm"
-    TGI = "tgi"
-    SGLANG = "sglang"
-    LLAMACPP = "llamacpp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,130 +94,6 @@ class EngineSample:
         return (self.engine_kind.value, self.model_name, self.engine_index)
 
 
-@dataclass(frozen=True, slots=True)
-class _EngineNames:
-    """Sample names per canonical field, in priority order (current name first, then deprecated)."""
-
-    kind: EngineKind
-    prefix: str
-    ratios: Mapping[str, tuple[str, ...]]
-    counts: Mapping[str, tuple[str, ...]]
-    histograms: Mapping[str, tuple[str, ...]]
-    floats: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-# Ratio gauges are averaged across duplicate series of one label set; counts and counters summed.
-_ENGINES: tuple[_EngineNames, ...] = (
-    # vLLM: shared/reference/otel-genai-otlp-webhooks.md §5 (vllm docs/design/metrics.md,
-    # vllm/v1/metrics/loggers.py). Counters are scraped with their exposition suffix ``_total``.
-    _EngineNames(
-        kind=EngineKind.VLLM,
-        prefix="vllm:",
-        ratios={
-            "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-            "reported_prefix_cache_hit_rate": ("vllm:gpu_prefix_cache_hit_rate",),
-        },
-        counts={
-            "requests_running": ("vllm:num_requests_running",),
-            "requests_waiting": ("vllm:num_requests_waiting",),
-            "prefix_cache_queries_total": (
-                "vllm:prefix_cache_queries_total",
-                "vllm:gpu_prefix_cache_queries_total",
-            ),
-            "prefix_cache_hits_total": (
-                "vllm:prefix_cache_hits_total",
-                "vllm:gpu_prefix_cache_hits_total",
-            ),
-            "spec_decode_draft_tokens_total": ("vllm:spec_decode_num_draft_tokens_total",),
-            "spec_decode_accepted_tokens_total": ("vllm:spec_decode_num_accepted_tokens_total",),
-            "spec_decode_drafts_total": ("vllm:spec_decode_num_drafts_total",),
-            "preemptions_total": ("vllm:num_preemptions_total",),
-            "prompt_tokens_total": ("vllm:prompt_tokens_total",),
-            "generation_tokens_total": ("vllm:generation_tokens_total",),
-        },
-        histograms={
-            "ttft_s": ("vllm:time_to_first_token_seconds",),
-            # renamed from vllm:time_per_output_token_seconds (deprecated 0.11)
-            "itl_s": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-            "e2e_s": ("vllm:e2e_request_latency_seconds",),
-            "queue_s": ("vllm:request_queue_time_seconds",),
-        },
-    ),
-    # TGI: huggingface/text-generation-inference docs/source/reference/metrics.md. TGI has no
-    # token counters; the ``_sum`` of the per-request token histograms is the running total.
-    _EngineNames(
-        kind=EngineKind.TGI,
-        prefix="tgi_",
-        ratios={},
-        counts={
-            "requests_running": ("tgi_batch_current_size",),
-            "requests_waiting": ("tgi_queue_size",),
-            "prompt_tokens_total": ("tgi_request_input_length_sum",),
-            "generation_tokens_total": ("tgi_request_generated_tokens_sum",),
-        },
-        histograms={
-            "itl_s": ("tgi_request_mean_time_per_token_duration",),
-            "e2e_s": ("tgi_request_duration",),
-            "queue_s": ("tgi_request_queue_duration",),
-        },
-    ),
-    # SGLang: sgl-project/sglang python/sglang/srt/metrics/collector.py and
-    # docs/references/production_metrics.md. ``cached_tokens_total`` counts prompt tokens served
-    # from the radix cache, so against ``prompt_tokens_total`` it is vLLM's hits/queries pair.
-    # A retraction is SGLang's preemption.
-    _EngineNames(
-        kind=EngineKind.SGLANG,
-        prefix="sglang:",
-        ratios={
-            "kv_cache_usage": ("sglang:token_usage",),
-            "reported_prefix_cache_hit_rate": ("sglang:cache_hit_rate",),
-            "reported_spec_accept_rate": ("sglang:spec_accept_rate",),
-        },
-        floats={"reported_spec_accept_length": ("sglang:spec_accept_length",)},
-        counts={
-            "requests_running": ("sglang:num_running_reqs",),
-            "requests_waiting": ("sglang:num_queue_reqs",),
-            "prefix_cache_queries_total": ("sglang:prompt_tokens_total",),
-            "prefix_cache_hits_total": ("sglang:cached_tokens_total",),
-            "preemptions_total": ("sglang:num_retracted_requests_total",),
-            "prompt_tokens_total": ("sglang:prompt_tokens_total",),
-            "generation_tokens_total": ("sglang:generation_tokens_total",),
-        },
-        histograms={
-            "ttft_s": ("sglang:time_to_first_token_seconds",),
-            "itl_s": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
-            "e2e_s": ("sglang:e2e_request_latency_seconds",),
-            "queue_s": ("sglang:queue_time_seconds",),
-        },
-    ),
-    # llama.cpp: ggml-org/llama.cpp tools/server/README.md and server-task.cpp ``to_metrics``.
-    # Its ``prompt_tokens_total`` excludes cached tokens ("processed, excluding cached"); see
-    # ``_llamacpp_prompt``. ``tokens_drafted*`` are the speculative-decoding names of the
-    # llama.cpp-based LLaMA Box server (gpustack/llama-box README), which keeps the prefix.
-    _EngineNames(
-        kind=EngineKind.LLAMACPP,
-        prefix="llamacpp:",
-        ratios={"kv_cache_usage": ("llamacpp:kv_cache_usage_ratio",)},
-        counts={
-            "requests_running": ("llamacpp:requests_processing",),
-            "requests_waiting": ("llamacpp:requests_deferred",),
-            "prefix_cache_hits_total": ("llamacpp:prompt_tokens_cached_total",),
-            "spec_decode_draft_tokens_total": (
-                "llamacpp:spec_decode_num_draft_tokens_total",
-                "llamacpp:tokens_drafted_total",
-            ),
-            "spec_decode_accepted_tokens_total": (
-                "llamacpp:spec_decode_num_accepted_tokens_total",
-                "llamacpp:tokens_drafted_accepted_total",
-            ),
-            "spec_decode_drafts_total": ("llamacpp:spec_decode_num_drafts_total",),
-            "prompt_tokens_total": ("llamacpp:prompt_tokens_total",),
-            "generation_tokens_total": ("llamacpp:tokens_predicted_total",),
-        },
-        histograms={},
-    ),
-)
-
 # prometheus-client's parser appends ``_total`` to the samples of a ``# TYPE x counter`` family
 # that lack it (TGI's metrics-exporter output), so counter names above always end in ``_total``.
 _GROUP_LABELS = ("model_name", "engine")
@@ -237,7 +104,7 @@ _Series = list[tuple[dict[str, str], float]]  # one sample name's (labels, value
 
 
 def _kind_of(name: str) -> EngineKind | None:
-    for spec in _ENGINES:
+    for spec in ENGINES:
         if name.startswith(spec.prefix):
             return spec.kind
     return None
@@ -312,7 +179,7 @@ def _llamacpp_prompt(fields: dict[str, object]) -> None:
 
 
 def _build(
-    spec: _EngineNames,
+    spec: EngineNames,
     key: _SeriesKey,
     series: Mapping[str, _Series],
     lora: _Series,
@@ -401,7 +268,7 @@ def parse_exposition(text: str, *, scraped_at_unix_s: float) -> list[EngineSampl
     except (ValueError, IndexError, KeyError, TypeError) as exc:
         raise ValueError(f"text is not a Prometheus exposition: {exc}") from exc
     groups, lora = _group(flat)
-    specs = {spec.kind: spec for spec in _ENGINES}
+    specs = {spec.kind: spec for spec in ENGINES}
     out = []
     for (kind, key), series in groups.items():
         sample = _build(specs[kind], key, series, lora, scraped_at_unix_s)
