@@ -1,0 +1,189 @@
+"""Fixtures for alert tests: real SQLite/PostgreSQL stores, a fake clock, and a real scripted
+HTTP receiver on 127.0.0.1 standing in for on-call webhooks."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from collector.store.engine import downgrade, make_engine, upgrade
+
+PG_BASE = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+class FakeClock:
+    """Injectable time: starts at the real time (signatures stay within tolerance)."""
+
+    def __init__(self) -> None:
+        self.t = float(int(time.time()))
+        self.sleeps: list[float] = []
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            return self.t
+
+    def sleep(self, dt: float) -> None:
+        with self._lock:
+            self.sleeps.append(dt)
+            self.t += dt
+
+    def advance_to(self, t: float) -> None:
+        with self._lock:
+            self.t = max(self.t, t)
+
+
+@dataclass(frozen=True)
+class Received:
+    at: float
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    status: int | None
+
+
+@dataclass
+class Step:
+    """One scripted reply: ``status`` with ``headers``, or ``hang_s`` seconds of silence."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    hang_s: float = 0.0
+
+
+class ScriptedReceiver:
+    """A real HTTP server; replies follow ``script`` in order, then ``default``.
+
+    ``stop()`` closes the listening socket (clients get connection refused) and ``start()``
+    reopens it on the same port.
+    """
+
+    def __init__(self, clock: FakeClock, default: Step | None = None) -> None:
+        self.clock = clock
+        self.script: list[Step] = []
+        self.default = default or Step(200)
+        self.requests: list[Received] = []
+        self.port = _free_port()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def _next(self) -> Step:
+        with self._lock:
+            return self.script.pop(0) if self.script else self.default
+
+    def start(self) -> None:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                step = outer._next()
+                rec = Received(
+                    outer.clock.now(), self.path, {k.lower(): v for k, v in self.headers.items()},
+                    body, None if step.hang_s else step.status,
+                )
+                with outer._lock:
+                    outer.requests.append(rec)
+                if step.hang_s:
+                    time.sleep(step.hang_s)
+                    return
+                payload = b"ok"
+                self.send_response(step.status)
+                for k, v in step.headers.items():
+                    self.send_header(k, v)
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def receiver_server(clock: FakeClock) -> Iterator[ScriptedReceiver]:
+    srv = ScriptedReceiver(clock)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path / 'alerts.db'}"
+    upgrade(url, "0002")
+    yield url
+
+
+@contextlib.contextmanager
+def pg_schema_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema migrated to 0002, dropped afterwards."""
+    schema = "alerts_" + uuid.uuid4().hex[:12]
+    admin = make_engine(PG_BASE)
+    try:
+        with admin.begin() as c:
+            c.execute(text(f'CREATE SCHEMA "{schema}"'))
+        url = f"{PG_BASE}?options=-csearch_path%3D{schema}"
+        upgrade(url, "0002")
+        yield url
+    finally:
+        with admin.begin() as c:
+            c.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'alerts.db'}"
+        upgrade(url, "0002")
+        yield url
+        downgrade(url, "base")
+    else:
+        with pg_schema_url() as url:
+            yield url
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    e = make_engine(db_url)
+    yield e
+    e.dispose()
