@@ -230,7 +230,8 @@ class _Allowance:
         cost = self.cost(call)
         if self.calls is not None and self.calls < 1:
             return False
-        if self.usd is not None and self.usd < cost:
+        # 1e-9 USD of slack absorbs float rounding of repeated subtraction.
+        if self.usd is not None and cost > self.usd + 1e-9:
             return False
         if self.calls is not None:
             self.calls -= 1
