@@ -1,0 +1,245 @@
+"""Decision engine: case 25, decide() tables, next_weights() and policy validation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from drift.canary import (
+    Action,
+    CanaryObservations,
+    CountObservations,
+    Decision,
+    Direction,
+    MetricKind,
+    MetricPolicy,
+    RolloutPolicy,
+    RolloutState,
+    SampleObservations,
+    StepAssignment,
+    decide,
+    default_metrics,
+    initial_state,
+    next_weights,
+)
+from drift.canary_evidence import build_evidence
+
+CASES = Path(__file__).parents[2].parent / "shared" / "cases"
+INC, DEC = Direction.INCREASE_IS_BAD, Direction.DECREASE_IS_BAD
+
+
+def _policy(**kw: object) -> RolloutPolicy:
+    base: dict[str, object] = {
+        "name": "r1",
+        "baseline_variant": "base",
+        "candidate_variant": "cand",
+        "min_samples_per_step": 200,
+        "min_step_duration_s": 600.0,
+        "max_duration_s": 3600.0,
+        "metrics": (
+            MetricPolicy("ttft_s", MetricKind.MEAN, INC, 0.10, relative=True, cap=30.0),
+            MetricPolicy("error_rate", MetricKind.RARE_EVENT, INC, 0.5, relative=True),
+            MetricPolicy("judge_score", MetricKind.MEAN, DEC, 0.2, role="quality"),
+        ),
+    }
+    base.update(kw)
+    return RolloutPolicy(**base)  # type: ignore[arg-type]
+
+
+def _observations(
+    rng: np.random.Generator,
+    n: int,
+    *,
+    ttft_scale: float = 1.0,
+    judge_shift: float = 0.0,
+    error_rate: float = 0.02,
+    elapsed_s: float = 1200.0,
+    weight: float = 50.0,
+) -> CanaryObservations:
+    def ttft(scale: float) -> np.ndarray:
+        return scale * rng.lognormal(np.log(0.4), 0.6, n)
+
+    def judge(shift: float) -> np.ndarray:
+        return np.clip(rng.normal(4.0 + shift, 0.8, n), 1, 5)
+
+    intervals = 10
+    per = n // intervals
+    return CanaryObservations(
+        step_index=0,
+        elapsed_s=elapsed_s,
+        step_elapsed_s=elapsed_s,
+        assignments=(StepAssignment(weight, n, n),),
+        metrics={
+            "ttft_s": SampleObservations(ttft(1.0), ttft(ttft_scale)),
+            "error_rate": CountObservations(
+                rng.binomial(per, 0.02, intervals),
+                [per] * intervals,
+                rng.binomial(per, error_rate, intervals),
+                [per] * intervals,
+            ),
+            "judge_score": SampleObservations(judge(0.0), judge(judge_shift)),
+        },
+    )
+
+
+def _decide(obs: CanaryObservations, policy: RolloutPolicy) -> Decision:
+    return decide(build_evidence(obs, policy), policy)
+
+
+def _case25(name: str) -> CanaryObservations:
+    data = json.loads((CASES / "25_canary_no_data.json").read_text())
+    assert data["direction"] == "increase_is_bad"
+    sc = data["scenarios"][name]
+    counts = CountObservations.from_rates(
+        sc["baseline"], sc["baseline_requests"], sc["canary"], sc["canary_requests"]
+    )
+    n_base, n_cand = int(sum(sc["baseline_requests"])), int(sum(sc["canary_requests"]))
+    # Ten one-minute intervals at 20 % canary weight (30 of 150 requests per interval).
+    return CanaryObservations(
+        0, 600.0, 600.0, (StepAssignment(20.0, n_base, n_cand),), {"error_rate": counts}
+    )
+
+
+CASE_POLICY = RolloutPolicy(
+    "case25",
+    "base",
+    "cand",
+    min_step_duration_s=300.0,
+    max_duration_s=3600.0,
+    metrics=(MetricPolicy("error_rate", MetricKind.RARE_EVENT, INC, 0.5, relative=True),),
+)
+
+
+def test_case25_a_canary_errors_against_error_free_baseline_fails() -> None:
+    obs = _case25("A_baseline_no_errors_canary_errors")
+    evidence = build_evidence(obs, CASE_POLICY)
+    decision = decide(evidence, CASE_POLICY)
+    assert decision.action is Action.ROLLBACK  # "FAIL, do not promote"
+    (metric,) = evidence.metrics
+    assert metric.status == "fail" and metric.baseline_value == 0.0
+    assert metric.candidate_value == pytest.approx(0.04, abs=0.005)  # rates rounded to counts
+    assert metric.mann_whitney_pvalue == pytest.approx(0.003, abs=0.0005)
+    assert evidence.kayenta_score == 0.0
+    assert "error_rate" in decision.reasons[0]
+
+
+@pytest.mark.parametrize("name", ["B_canary_no_traffic", "C_both_empty"])
+def test_case25_no_data_is_inconclusive_never_promote(name: str) -> None:
+    decision = _decide(_case25(name), CASE_POLICY)
+    assert decision.action is Action.INCONCLUSIVE
+    assert any("insufficient canary data" in r for r in decision.reasons)
+    assert decision.evidence.metrics[0].status == "no_data"
+
+
+def test_degrading_candidate_rolls_back() -> None:
+    rng = np.random.default_rng(1)
+    policy = _policy()
+    decision = _decide(_observations(rng, 3000, ttft_scale=1.5, judge_shift=-0.6), policy)
+    assert decision.action is Action.ROLLBACK
+    failing = {m.name for m in decision.evidence.metrics if m.status == "fail"}
+    assert failing == {"ttft_s", "judge_score"}
+    assert all(
+        m.harm is not None and m.harm.e_value >= 60
+        for m in decision.evidence.metrics
+        if m.status == "fail"
+    )
+
+
+def test_equal_candidate_with_enough_samples_promotes() -> None:
+    rng = np.random.default_rng(2)
+    policy = _policy()
+    decision = _decide(_observations(rng, 40000), policy)
+    assert decision.action is Action.PROMOTE
+    assert {m.status for m in decision.evidence.metrics} == {"pass"}
+    assert decision.evidence.kayenta_score == 100.0
+    assert decision.evidence.threshold == pytest.approx(3 / 0.05)
+
+
+def test_equal_candidate_too_early_holds_then_time_limit_is_inconclusive() -> None:
+    rng = np.random.default_rng(3)
+    policy = _policy()
+    early = _decide(_observations(rng, 150, elapsed_s=120.0), policy)
+    assert early.action is Action.HOLD
+    assert any("below minimum" in r for r in early.reasons)
+    late = _decide(_observations(rng, 300, elapsed_s=3600.0), policy)
+    assert late.action is Action.INCONCLUSIVE
+    assert late.reasons[0].startswith("time limit")
+
+
+def test_no_candidate_data_holds_before_minimum_time() -> None:
+    policy = _policy()
+    obs = CanaryObservations(0, 60.0, 60.0, (StepAssignment(5.0, 500, 0),), {})
+    decision = _decide(obs, policy)
+    assert decision.action is Action.HOLD
+    assert {m.status for m in decision.evidence.metrics} == {"no_data"}
+
+
+def test_sample_ratio_mismatch_rolls_back_before_metrics() -> None:
+    rng = np.random.default_rng(4)
+    policy = _policy()
+    obs = _observations(rng, 2000)
+    broken = CanaryObservations(0, 1200.0, 1200.0, (StepAssignment(50.0, 2000, 1500),), obs.metrics)
+    decision = _decide(broken, policy)
+    assert decision.action is Action.ROLLBACK
+    assert decision.reasons[0].startswith("sample ratio mismatch")
+    assert decision.evidence.srm_report is not None and decision.evidence.srm_report.mismatch
+
+
+def test_optional_metric_without_data_does_not_block_promotion() -> None:
+    rng = np.random.default_rng(5)
+    extra = MetricPolicy("thumbs_down_rate", MetricKind.PROPORTION, INC, 0.03, required=False)
+    policy = _policy(metrics=(*_policy().metrics, extra))
+    decision = _decide(_observations(rng, 40000), policy)
+    assert decision.action is Action.PROMOTE
+    assert decision.evidence.metrics[-1].status == "no_data"
+
+
+def test_next_weights_transitions() -> None:
+    policy = _policy()
+    rng = np.random.default_rng(6)
+    evidence = build_evidence(_observations(rng, 300), policy)
+    state = initial_state(policy)
+    assert (state.candidate_weight_pct, state.baseline_weight_pct) == (5.0, 95.0)
+
+    def step(s: RolloutState, action: Action) -> RolloutState:
+        return next_weights(policy, s, Decision(action, (), evidence))
+
+    assert step(state, Action.HOLD) == state
+    s1 = step(state, Action.PROMOTE)
+    assert (s1.step_index, s1.candidate_weight_pct, s1.status) == (1, 25.0, "running")
+    s3 = step(step(s1, Action.PROMOTE), Action.PROMOTE)
+    assert (s3.candidate_weight_pct, s3.baseline_weight_pct, s3.status) == (100.0, 0.0, "completed")
+    assert step(s3, Action.ROLLBACK) == s3  # a finished rollout never changes
+    rolled = step(s1, Action.ROLLBACK)
+    assert (rolled.candidate_weight_pct, rolled.baseline_weight_pct) == (0.0, 100.0)
+    assert rolled.status == "rolled_back"
+    paused = step(s1, Action.INCONCLUSIVE)
+    assert paused.status == "paused" and paused.candidate_weight_pct == 25.0
+
+
+def test_policy_validation_names_the_field() -> None:
+    with pytest.raises(ValueError, match="steps_pct"):
+        _policy(steps_pct=(50.0, 25.0, 100.0))
+    with pytest.raises(ValueError, match="relative"):
+        MetricPolicy("error_rate", MetricKind.RARE_EVENT, INC, 0.01)
+    with pytest.raises(ValueError, match="tau"):
+        MetricPolicy("ttft_s", MetricKind.MEAN, INC, 0.0)
+    with pytest.raises(ValueError, match="candidate_variant"):
+        _policy(candidate_variant="base")
+    assert {m.name for m in default_metrics()} >= {"ttft_s", "tpot_s", "error_rate", "judge_score"}
+
+
+def test_observations_of_the_wrong_kind_raise() -> None:
+    policy = _policy()
+    obs = CanaryObservations(
+        0,
+        700.0,
+        700.0,
+        (StepAssignment(50.0, 10, 10),),
+        {"ttft_s": CountObservations([0], [10], [0], [10])},
+    )
+    with pytest.raises(ValueError, match="ttft_s"):
+        build_evidence(obs, policy)
