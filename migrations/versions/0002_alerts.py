@@ -7,6 +7,8 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
+import datetime as dt
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
@@ -19,7 +21,7 @@ depends_on = None
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 
-def _ts(name: str, nullable: bool) -> sa.Column:  # type: ignore[type-arg]
+def _ts(name: str, nullable: bool) -> sa.Column[dt.datetime]:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
 
 

@@ -98,8 +98,11 @@ class ScriptedReceiver:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 step = outer._next()
                 rec = Received(
-                    outer.clock.now(), self.path, {k.lower(): v for k, v in self.headers.items()},
-                    body, None if step.hang_s else step.status,
+                    outer.clock.now(),
+                    self.path,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                    None if step.hang_s else step.status,
                 )
                 with outer._lock:
                     outer.requests.append(rec)

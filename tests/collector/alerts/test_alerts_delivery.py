@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
+from pydantic import SecretStr
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 from standardwebhooks import Webhook
@@ -16,7 +18,7 @@ from collector.alerts import outbox
 from collector.alerts.delivery import DeliveryWorker
 from collector.alerts.grouping import group_of
 from collector.alerts.payloads import render
-from collector.alerts.receivers import Receiver, StaticReceivers
+from collector.alerts.receivers import Receiver, ReceiverKind, StaticReceivers
 from collector.alerts.retry import RetryPolicy
 from collector.alerts.signing import generate_secret
 from collector.alerts.state import AlertStatus, new_alert
@@ -26,8 +28,8 @@ from tests.collector.alerts.conftest import FakeClock, ScriptedReceiver, Step
 SECRET = generate_secret()
 
 
-def _receiver(url: str, name: str = "oncall", kind: str = "alertmanager") -> Receiver:
-    return Receiver(name=name, kind=kind, url=url, secret=SECRET)  # type: ignore[arg-type]
+def _receiver(url: str, name: str = "oncall", kind: ReceiverKind = "alertmanager") -> Receiver:
+    return Receiver(name=name, kind=kind, url=url, secret=SecretStr(SECRET))
 
 
 def _enqueue_firing(engine: Engine, rcv: Receiver, now: float, rule: str = "ttft_p95_high") -> str:
@@ -40,9 +42,16 @@ def _enqueue_firing(engine: Engine, rcv: Receiver, now: float, rule: str = "ttft
     a = replace(a, status=AlertStatus.FIRING, active_since=now, fired_at=now)
     g = group_of(rcv.name, a.labels, ("alertname",))
     n = Notification(
-        id=notification_id("default", g.group_id, 1), tenant="default", receiver=rcv.name,
-        group_id=g.group_id, group_key=g.group_key, group_labels=g.group_labels,
-        status="firing", reason="first notification", alerts=(a,), created_at=now,
+        id=notification_id("default", g.group_id, 1),
+        tenant="default",
+        receiver=rcv.name,
+        group_id=g.group_id,
+        group_key=g.group_key,
+        group_labels=g.group_labels,
+        status="firing",
+        reason="first notification",
+        alerts=(a,),
+        created_at=now,
     )
     with Session(engine) as s, s.begin():
         outbox.enqueue_notification(s, n, rcv.kind, render(n, rcv))
@@ -57,12 +66,20 @@ def sqlite_engine(sqlite_url: str) -> Iterator[Engine]:
 
 
 def _worker(
-    engine: Engine, rcvs: list[Receiver], clock: FakeClock, registry: CollectorRegistry,
+    engine: Engine,
+    rcvs: list[Receiver],
+    clock: FakeClock,
+    registry: CollectorRegistry,
     policy: RetryPolicy | None = None,
 ) -> DeliveryWorker:
     return DeliveryWorker(
-        engine, StaticReceivers(rcvs), registry=registry, rng=np.random.default_rng(23),
-        policy=policy or RetryPolicy(request_timeout_s=0.5), clock=clock.now, sleep=clock.sleep,
+        engine,
+        StaticReceivers(rcvs),
+        registry=registry,
+        rng=np.random.default_rng(23),
+        policy=policy or RetryPolicy(request_timeout_s=0.5),
+        clock=clock.now,
+        sleep=clock.sleep,
     )
 
 
@@ -102,7 +119,7 @@ def test_case23_a_transient_outage(
     assert item.status == "delivered" and item.attempts == 4
     delays = np.diff(times)
     assert delays[2] >= 2.0  # before attempt 4: honours Retry-After
-    assert all(d2 >= d1 for d1, d2 in zip(delays, delays[1:], strict=False))
+    assert all(d2 >= d1 for d1, d2 in itertools.pairwise(delays))
     assert len({r.body for r in reqs}) == 1
     assert {r.headers["webhook-id"] for r in reqs} == {nid}
     assert {r.headers["idempotency-key"] for r in reqs} == {nid}
@@ -111,18 +128,27 @@ def test_case23_a_transient_outage(
     body = json.loads(reqs[0].body)
     assert body["version"] == "4" and body["status"] == "firing"
     assert body["alerts"][0]["labels"]["service"] == "chat-api"
-    assert reg.get_sample_value(
-        "driftline_alert_notifications_delivered_total", {"tenant": "default", "receiver": "oncall"}
-    ) == 1.0
-    assert reg.get_sample_value(
-        "driftline_alert_delivery_attempts_total",
-        {"tenant": "default", "receiver": "oncall", "result": "retry"},
-    ) == 3.0
+    assert (
+        reg.get_sample_value(
+            "driftline_alert_notifications_delivered_total",
+            {"tenant": "default", "receiver": "oncall"},
+        )
+        == 1.0
+    )
+    assert (
+        reg.get_sample_value(
+            "driftline_alert_delivery_attempts_total",
+            {"tenant": "default", "receiver": "oncall", "result": "retry"},
+        )
+        == 3.0
+    )
     worker.close()
 
 
 def test_case23_b_permanent_client_error(
-    sqlite_engine: Engine, clock: FakeClock, receiver_server: ScriptedReceiver,
+    sqlite_engine: Engine,
+    clock: FakeClock,
+    receiver_server: ScriptedReceiver,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     rcv = _receiver(receiver_server.url)
@@ -136,10 +162,13 @@ def test_case23_b_permanent_client_error(
     assert (item.status, item.attempts, item.last_status_code) == ("failed", 1, 400)
     assert item.failure_reason == "permanent"
     assert "failed after 1 attempt(s) (permanent): HTTP 400" in caplog.text
-    assert reg.get_sample_value(
-        "driftline_alert_notifications_failed_total",
-        {"tenant": "default", "receiver": "oncall", "reason": "permanent"},
-    ) == 1.0
+    assert (
+        reg.get_sample_value(
+            "driftline_alert_notifications_failed_total",
+            {"tenant": "default", "receiver": "oncall", "reason": "permanent"},
+        )
+        == 1.0
+    )
     worker.close()
 
 
@@ -160,13 +189,22 @@ def test_case23_c_long_outage_gives_up(
     gaps = np.diff([r.at for r in reqs])
     assert np.all(np.diff(gaps) >= 0) and gaps[0] > 0
     item = outbox.get(sqlite_engine, "default", nid)
-    assert (item.status, item.failure_reason, item.last_status_code) == ("failed", "max_attempts", 503)
-    assert reg.get_sample_value(
-        "driftline_alert_notifications_failed_total",
-        {"tenant": "default", "receiver": "oncall", "reason": "max_attempts"},
-    ) == 1.0
+    assert (item.status, item.failure_reason, item.last_status_code) == (
+        "failed",
+        "max_attempts",
+        503,
+    )
+    assert (
+        reg.get_sample_value(
+            "driftline_alert_notifications_failed_total",
+            {"tenant": "default", "receiver": "oncall", "reason": "max_attempts"},
+        )
+        == 1.0
+    )
     assert reg.get_sample_value("driftline_alert_outbox_notifications", {"status": "failed"}) == 1.0
-    assert reg.get_sample_value("driftline_alert_outbox_notifications", {"status": "pending"}) == 0.0
+    assert (
+        reg.get_sample_value("driftline_alert_outbox_notifications", {"status": "pending"}) == 0.0
+    )
     worker.close()
 
 
@@ -191,8 +229,9 @@ def test_case23_d_hanging_receiver_times_out(
     sqlite_engine: Engine, clock: FakeClock, receiver_server: ScriptedReceiver
 ) -> None:
     rcv = _receiver(receiver_server.url)
-    worker = _worker(sqlite_engine, [rcv], clock, CollectorRegistry(),
-                     RetryPolicy(request_timeout_s=0.3))
+    worker = _worker(
+        sqlite_engine, [rcv], clock, CollectorRegistry(), RetryPolicy(request_timeout_s=0.3)
+    )
     nid = _enqueue_firing(sqlite_engine, rcv, clock.now())
     receiver_server.script = [Step(hang_s=2.0), Step(200)]
     assert worker.run_once() == 1
@@ -212,8 +251,13 @@ def test_hanging_receiver_does_not_block_others(
     other.start()
     try:
         slow, fast = _receiver(receiver_server.url, "slow"), _receiver(other.url, "fast")
-        worker = _worker(sqlite_engine, [slow, fast], clock, CollectorRegistry(),
-                         RetryPolicy(request_timeout_s=0.5))
+        worker = _worker(
+            sqlite_engine,
+            [slow, fast],
+            clock,
+            CollectorRegistry(),
+            RetryPolicy(request_timeout_s=0.5),
+        )
         receiver_server.default = Step(hang_s=2.0)
         _enqueue_firing(sqlite_engine, slow, clock.now())
         fid = _enqueue_firing(sqlite_engine, fast, clock.now(), rule="error_rate_high")
@@ -269,8 +313,11 @@ def test_unknown_receiver_is_failed_and_counted(sqlite_engine: Engine, clock: Fa
     worker = _worker(sqlite_engine, [], clock, reg)
     assert worker.run_once() == 0
     assert outbox.get(sqlite_engine, "default", nid).failure_reason == "unknown_receiver"
-    assert reg.get_sample_value(
-        "driftline_alert_notifications_failed_total",
-        {"tenant": "default", "receiver": "gone", "reason": "unknown_receiver"},
-    ) == 1.0
+    assert (
+        reg.get_sample_value(
+            "driftline_alert_notifications_failed_total",
+            {"tenant": "default", "receiver": "gone", "reason": "unknown_receiver"},
+        )
+        == 1.0
+    )
     worker.close()
