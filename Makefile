@@ -31,3 +31,9 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) driftline-data .pytest_cache .mypy_cache .ruff_cache
+
+# Serving venv (vLLM CPU build + conversion tools, ~2.5 min / 3.5 GB once) and the demo model.
+.PHONY: serving
+serving: $(STAMP)
+	$(VENV)/bin/driftline serving install
+	$(VENV)/bin/driftline serving prepare-model

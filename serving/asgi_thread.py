@@ -26,8 +26,9 @@ class ServerThread:
         self._sock.bind((host, port))
         self.port = self._sock.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
-        cfg = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
-                             timeout_graceful_shutdown=2)
+        cfg = uvicorn.Config(
+            app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=2
+        )
         self._server = uvicorn.Server(cfg)
         self._thread = threading.Thread(target=self._run, name=f"asgi-{self.port}", daemon=True)
 

@@ -131,8 +131,10 @@ def load_config(path: Path) -> GatewayConfig:
     return parse_config(data)
 
 
-def demo_config(base_model: str, candidate: str = "candidate-good", share: float = 0.1) -> GatewayConfig:
-    """A one-rollout config ``support-bot``: ``base_model`` at ``1 - share``, ``candidate`` at share.
+def demo_config(
+    base_model: str, candidate: str = "candidate-good", share: float = 0.1
+) -> GatewayConfig:
+    """One rollout ``support-bot``: ``base_model`` at ``1 - share``, ``candidate`` at ``share``.
 
     Raises:
         ValueError: ``share`` is outside [0, 1].

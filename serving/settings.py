@@ -41,7 +41,9 @@ class EngineSettings(BaseSettings):
     model_path: Path | None = Field(
         None, description="Hugging Face model folder (default: the prepared SmolLM2 folder)."
     )
-    served_model_name: str = Field(DEFAULT_MODEL_NAME, description="Name of the base model in the API.")
+    served_model_name: str = Field(
+        DEFAULT_MODEL_NAME, description="Name of the base model in the API."
+    )
     engine_host: str = Field("127.0.0.1", description="Bind address of vLLM.")
     engine_port: int = Field(8100, ge=1, le=65535, description="vLLM HTTP port.")
     otlp_traces_endpoint: str | None = Field(
@@ -55,6 +57,7 @@ class EngineSettings(BaseSettings):
         default_factory=dict,
         description='LoRA adapters {"name": "/peft/dir"}; default: the prepared demo adapters.',
     )
+    enable_lora: bool = Field(True, description="Serve LoRA adapters (--enable-lora).")
     max_lora_rank: int = Field(8, description="--max-lora-rank (1, 8, 16, 32, 64, ...).")
     max_loras: int = Field(2, ge=1, description="Adapters in one batch (--max-loras).")
     max_model_len: int = Field(2048, gt=0, description="Context length in tokens.")
@@ -63,7 +66,9 @@ class EngineSettings(BaseSettings):
     prefix_caching: bool = Field(True, description="--enable-prefix-caching")
     cpu_kv_cache_gib: int = Field(1, gt=0, description="VLLM_CPU_KVCACHE_SPACE on CPU (GiB).")
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1, description="GPU only.")
-    device: Literal["auto", "cpu", "gpu"] = Field("auto", description="auto: GPU if nvidia-smi sees one.")
+    device: Literal["auto", "cpu", "gpu"] = Field(
+        "auto", description="auto: GPU if nvidia-smi sees one."
+    )
     startup_timeout_s: float = Field(300.0, gt=0, description="Wait this long for /health.")
 
     @field_validator("max_lora_rank")
@@ -95,7 +100,9 @@ class GatewaySettings(BaseSettings):
 
     gateway_host: str = Field("127.0.0.1", description="Bind address of the gateway.")
     gateway_port: int = Field(8000, ge=0, le=65535, description="Gateway HTTP port.")
-    engine_url: str = Field("http://127.0.0.1:8100", description="OpenAI-compatible engine base URL.")
+    engine_url: str = Field(
+        "http://127.0.0.1:8100", description="OpenAI-compatible engine base URL."
+    )
     collector_url: str | None = Field(
         "http://127.0.0.1:4318", description="Collector REST base URL (rollout weights)."
     )
@@ -104,7 +111,9 @@ class GatewaySettings(BaseSettings):
         "http://127.0.0.1:4318/v1/traces",
         description="Where gateway spans go (None: no export).",
     )
-    gateway_otlp_protocol: OtlpProtocol = Field("http/protobuf", description="Span exporter protocol.")
+    gateway_otlp_protocol: OtlpProtocol = Field(
+        "http/protobuf", description="Span exporter protocol."
+    )
     collector_api_key: SecretStr | None = Field(
         None, description="Sent as `Authorization: Bearer` on span export (collector tenant)."
     )

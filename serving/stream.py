@@ -84,9 +84,11 @@ class StreamAccumulator:
             self.first_chunk_at = now
         if "error" in obj and "choices" not in obj:
             err = obj.get("error")
-            self.error = str(err.get("type") or err.get("code") or "error") if isinstance(
-                err, dict
-            ) else "error"
+            self.error = (
+                str(err.get("type") or err.get("code") or "error")
+                if isinstance(err, dict)
+                else "error"
+            )
             return False
         self.response_id = self.response_id or obj.get("id")
         self.response_model = self.response_model or obj.get("model")

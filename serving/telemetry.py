@@ -46,8 +46,11 @@ def make_tracer_provider(settings: GatewaySettings) -> TracerProvider:
         target = endpoint.removeprefix("http://").removeprefix("https://")
         provider.add_span_processor(
             BatchSpanProcessor(
-                GrpcExporter(endpoint=target, insecure=endpoint.startswith("http://"),
-                             headers=headers or None)
+                GrpcExporter(
+                    endpoint=target,
+                    insecure=endpoint.startswith("http://"),
+                    headers=headers or None,
+                )
             )
         )
     else:
@@ -126,20 +129,30 @@ def input_messages_json(messages: Sequence[Mapping[str, Any]]) -> str:
         role = str(m.get("role", "user"))
         if role == "tool":
             parts: list[dict[str, Any]] = [
-                {"type": "tool_call_response", "id": m.get("tool_call_id"),
-                 "response": m.get("content")}
+                {
+                    "type": "tool_call_response",
+                    "id": m.get("tool_call_id"),
+                    "response": m.get("content"),
+                }
             ]
         else:
             parts = _text_of(m.get("content"))
         for call in m.get("tool_calls") or []:
             fn = call.get("function") or {}
             args: Any = fn.get("arguments")
-            try:
-                args = orjson.loads(args) if isinstance(args, str) else args
-            except orjson.JSONDecodeError:
-                pass
-            parts.append({"type": "tool_call", "id": call.get("id"), "name": fn.get("name"),
-                          "arguments": args})
+            if isinstance(args, str):
+                try:
+                    args = orjson.loads(args)
+                except orjson.JSONDecodeError:
+                    args = fn.get("arguments")
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": call.get("id"),
+                    "name": fn.get("name"),
+                    "arguments": args,
+                }
+            )
         msg: dict[str, Any] = {"role": role, "parts": parts}
         if m.get("name"):
             msg["name"] = m["name"]
@@ -163,11 +176,13 @@ def output_messages_json(texts: Mapping[int, str], finish_reasons: Mapping[int, 
     out = []
     for idx in sorted(set(texts) | set(finish_reasons)):
         reason = finish_reasons.get(idx, "error")
-        out.append({
-            "role": "assistant",
-            "parts": [{"type": "text", "content": texts.get(idx, "")}],
-            "finish_reason": "tool_call" if reason == "tool_calls" else reason,
-        })
+        out.append(
+            {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": texts.get(idx, "")}],
+                "finish_reason": "tool_call" if reason == "tool_calls" else reason,
+            }
+        )
     return orjson.dumps(out).decode()
 
 

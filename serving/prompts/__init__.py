@@ -1,0 +1,1 @@
+"""Prompt sets shipped with driftline (package data)."""
