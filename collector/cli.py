@@ -63,3 +63,7 @@ def main(argv: list[str] | None = None) -> Any:
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
