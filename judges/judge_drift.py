@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
-from judges.ppi import FloatArray, _array
+from judges.ppi import FloatArray, finite_array
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,8 @@ class JudgeDriftResult:
 def _gaps(
     name: str, human: Sequence[float] | FloatArray, judge: Sequence[float] | FloatArray
 ) -> FloatArray:
-    h = _array(f"human_{name}", human, 0)
-    j = _array(f"judge_{name}", judge, 0)
+    h = finite_array(f"human_{name}", human, 0)
+    j = finite_array(f"judge_{name}", judge, 0)
     if h.size != j.size:
         raise ValueError(f"human_{name} and judge_{name} must have the same length")
     return h - j

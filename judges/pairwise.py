@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import openai
 
@@ -167,7 +167,7 @@ async def judge_pair(
     loop = asyncio.get_running_loop()
     started = loop.time()
     orders: tuple[Order, Order] = ("baseline_first", "candidate_first")
-    first, second = await asyncio.gather(
+    outcomes = await asyncio.gather(
         *(
             _judge_order(
                 client,
@@ -185,8 +185,13 @@ async def judge_pair(
                 retry=retry,
             )
             for order in orders
-        )
+        ),
+        return_exceptions=True,  # wait for both orders so no failure is left unobserved
     )
+    for failure in outcomes:
+        if isinstance(failure, BaseException):
+            raise failure
+    first, second = cast("tuple[PairwiseJudgement, PairwiseJudgement]", tuple(outcomes))
     outcome, consistent = resolve_pair(first.preferred, second.preferred)
     return PairwiseResult(
         rubric_name=rubric.name,

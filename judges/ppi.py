@@ -63,7 +63,11 @@ class PPIEstimate:
     efficiency_gain: float | None
 
 
-def _array(name: str, values: Sequence[float] | FloatArray, minimum: int) -> FloatArray:
+def finite_array(name: str, values: Sequence[float] | FloatArray, minimum: int) -> FloatArray:
+    """``values`` as a 1-D float64 array of at least ``minimum`` finite values.
+
+    Raises ValueError naming ``name`` otherwise (unknown values must be dropped by the caller).
+    """
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional")
@@ -124,7 +128,7 @@ def classic_mean(
     outside (0, 1), or ``inclusion`` not in (0, 1].
     """
     _check_alpha(alpha)
-    values = _array("y", y, 2)
+    values = finite_array("y", y, 2)
     w = _weights("inclusion", inclusion, values.size)
     estimate = _wmean(values, w)
     se = float(np.sqrt(_wvar_of_mean(values, w)))
@@ -175,9 +179,9 @@ def ppi_mean(
     probabilities outside (0, 1].
     """
     _check_alpha(alpha)
-    y_arr = _array("y", y, 2)
-    f_arr = _array("f", f, 2)
-    fu_arr = _array("f_unlabeled", f_unlabeled, 2)
+    y_arr = finite_array("y", y, 2)
+    f_arr = finite_array("f", f, 2)
+    fu_arr = finite_array("f_unlabeled", f_unlabeled, 2)
     if y_arr.size != f_arr.size:
         raise ValueError(f"y and f must have the same length ({y_arr.size} vs {f_arr.size})")
     if lam is not None and not 0.0 <= lam <= 1.0:
