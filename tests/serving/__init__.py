@@ -1,0 +1,1 @@
+"""Tests of the serving tier (gateway, routing, load generator, vLLM launch)."""
