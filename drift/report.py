@@ -26,6 +26,7 @@ from drift.twosample import (
     DriftResult,
     chi_square_test,
     ks_test,
+    numeric_window,
     proportion_z_test,
 )
 
@@ -323,6 +324,9 @@ def drift_report(
             raise ValueError(f"windows[{w.signal!r}].kind must be one of {KINDS}, got {w.kind!r}")
         ref, ref_nulls = drop_nulls(w.reference)
         cur, cur_nulls = drop_nulls(w.current)
+        if w.kind == "numerical":  # reject text in a number column before any selection
+            ref = numeric_window(ref, "reference").tolist()
+            cur = numeric_window(cur, "current").tolist()
         method = w.method or select_test(w.kind, ref, cur, large_n=large_n)
         res = run_test(
             method, w.kind, ref, cur, threshold=w.threshold, min_samples=min_samples, rng=rng

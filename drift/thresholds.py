@@ -17,7 +17,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -33,9 +33,11 @@ class CalibratedThreshold:
 
     Attributes:
         method: the test's ``DriftResult.method``.
-        threshold: ``mean + k·sd`` of the chunk scores; a window drifts when its score is
-            strictly greater.
-        k: the multiplier (NannyML default 3).
+        rule: ``"mean_k_sd"`` (:func:`calibrate_threshold`) or ``"quantile"``
+            (:func:`calibrate_quantile_threshold`).
+        threshold: the alert level; a window drifts when its score is strictly greater.
+        k: the sd multiplier for ``"mean_k_sd"`` (NannyML default 3), else ``None``.
+        false_alarm_rate: the per-window budget for ``"quantile"``, else ``None``.
         mean: mean chunk score; sd: sample standard deviation (ddof=1) of the chunk scores.
         chunk_size: rows per chunk; the threshold is valid for current windows of about this
             many rows.
@@ -43,8 +45,10 @@ class CalibratedThreshold:
     """
 
     method: str
+    rule: Literal["mean_k_sd", "quantile"]
     threshold: float
-    k: float
+    k: float | None
+    false_alarm_rate: float | None
     mean: float
     sd: float
     chunk_size: int
@@ -131,7 +135,86 @@ def calibrate_threshold(
         scores.append(_score(result))
     arr = np.array(scores)
     mean, sd = float(arr.mean()), float(arr.std(ddof=1))
-    return CalibratedThreshold(method, mean + k * sd, k, mean, sd, chunk_size, tuple(scores))
+    return CalibratedThreshold(
+        method, "mean_k_sd", mean + k * sd, k, None, mean, sd, chunk_size, tuple(scores)
+    )
+
+
+def calibrate_quantile_threshold(
+    reference: Sequence[Any],
+    test: TwoSampleTest,
+    *,
+    chunk_size: int,
+    rng: np.random.Generator,
+    false_alarm_rate: float = 0.01,
+    n_resamples: int = 199,
+) -> CalibratedThreshold:
+    """Calibrate a threshold as an upper quantile of the statistic on random reference chunks.
+
+    Draws ``n_resamples`` random chunks of ``chunk_size`` reference rows (without replacement
+    within a chunk), scores each against the reference rows outside it, and sets the threshold
+    to the ``⌈(1 − false_alarm_rate)·(n_resamples + 1)⌉``-th smallest score. If a stationary
+    current window's score is exchangeable with the chunk scores, ``P(score > threshold) ≤
+    false_alarm_rate`` (the split-conformal quantile argument); unlike ``mean + k·sd`` this
+    holds for skewed statistics (Wasserstein on heavy-tailed latencies, JS on rare
+    categories), where ``mean + 3·sd`` is exceeded in about 2% of stationary windows. Use it
+    when the budget is "at most one false alarm per 1/false_alarm_rate windows".
+
+    Args:
+        reference: n_ref values without nulls; needs n_ref > chunk_size.
+        test: ``test(reference_part, chunk) -> DriftResult``.
+        chunk_size: rows per chunk, the size of the monitoring window (≥ 1).
+        rng: source of the random chunks.
+        false_alarm_rate: per-window false-alarm budget in (0, 1).
+        n_resamples: chunks drawn; at least ``1/false_alarm_rate − 1`` so the quantile exists.
+
+    Returns:
+        ``CalibratedThreshold`` with ``rule="quantile"``.
+
+    Raises:
+        ValueError: bad parameters, or ``n_resamples`` too small for ``false_alarm_rate``.
+        CalibrationError: reference not larger than ``chunk_size``, or no statistic on a chunk.
+
+    Sources: alibi-detect online detectors (thresholds from reference bootstrap simulations,
+    ERT = 1/false-alarm rate; reference notes §1.3); Vovk, Gammerman & Shafer (2005) and
+    Lei et al. (2018, JASA) for the finite-sample conformal quantile.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size!r}")
+    if not 0 < false_alarm_rate < 1:
+        raise ValueError(f"false_alarm_rate must be in (0, 1), got {false_alarm_rate!r}")
+    rank = math.ceil((1 - false_alarm_rate) * (n_resamples + 1))
+    if rank > n_resamples:
+        raise ValueError(
+            f"n_resamples must be >= {math.ceil(1 / false_alarm_rate) - 1} "
+            f"for false_alarm_rate={false_alarm_rate}, got {n_resamples!r}"
+        )
+    n = len(reference)
+    if n <= chunk_size:
+        raise CalibrationError(f"reference has {n} rows, not more than chunk_size={chunk_size}")
+    rows = list(reference)
+    scores: list[float] = []
+    method = ""
+    for _ in range(n_resamples):
+        inside = rng.choice(n, size=chunk_size, replace=False)
+        mask = np.ones(n, dtype=bool)
+        mask[inside] = False
+        result = test([rows[i] for i in np.flatnonzero(mask)], [rows[i] for i in inside])
+        method = result.method
+        scores.append(_score(result))
+    arr = np.array(scores)
+    threshold = float(np.sort(arr)[rank - 1])
+    return CalibratedThreshold(
+        method,
+        "quantile",
+        threshold,
+        None,
+        false_alarm_rate,
+        float(arr.mean()),
+        float(arr.std(ddof=1)),
+        chunk_size,
+        tuple(scores),
+    )
 
 
 def apply_calibrated(result: DriftResult, calibration: CalibratedThreshold) -> DriftResult:
