@@ -1,0 +1,109 @@
+"""Refusal heuristic, empty output and language identification."""
+
+from __future__ import annotations
+
+import pytest
+
+from drift.textsignals import (
+    LanguageGuess,
+    detect_language,
+    is_empty_output,
+    is_refusal,
+    language_mismatch,
+    refusal_marker,
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm sorry, but I can't help with that request.",
+        "I\u2019m sorry, but I can\u2019t assist with creating malware.",
+        "I cannot provide instructions for making explosives.",
+        "As an AI language model, I don't have personal opinions.",
+        "I apologize, but that request goes against my guidelines.",
+        "Sorry, I won't write that.",
+        "I'm unable to share personal data about private individuals.",
+        "My apologies, but I must decline to answer.",
+    ],
+)
+def test_refusals_are_detected(text: str) -> None:
+    assert is_refusal(text) is True
+    assert refusal_marker(text) is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The capital of France is Paris.",
+        "Here is a Python function that reverses a list:\n\ndef rev(xs):\n    return xs[::-1]",
+        "I cannot stress enough how important it is to stretch before running.",
+        "Tope is a species of fish; rope is not.",
+        # a marker far into a long helpful answer is not a refusal
+        "Camels survive without water because they store fat in their humps, have oval red "
+        "blood cells, and lose little water through urine and sweat. Their body temperature "
+        "also varies widely, so they do not sweat until it is very hot. I'm sorry to say "
+        "that the hump does not store water.",
+        "",
+    ],
+)
+def test_ordinary_answers_are_not_refusals(text: str) -> None:
+    assert is_refusal(text) is False
+
+
+def test_unknown_text_is_unknown_not_false() -> None:
+    assert is_refusal(None) is None
+    assert is_empty_output(None) is None
+    assert detect_language(None) is None
+    with pytest.raises(ValueError, match="window_chars"):
+        is_refusal("I'm sorry", window_chars=0)
+
+
+def test_window_controls_where_markers_count() -> None:
+    text = "Sure. " + "x" * 300 + " I'm sorry, I cannot help with that."
+    assert is_refusal(text) is False
+    assert is_refusal(text, window_chars=400) is True
+
+
+def test_empty_output() -> None:
+    assert is_empty_output("") is True
+    assert is_empty_output(" \n\t") is True
+    assert is_empty_output("ok") is False
+
+
+@pytest.mark.parametrize(
+    "text,lang",
+    [
+        ("Why can camels survive for long without water?", "en"),
+        ("Pourquoi les chameaux peuvent-ils survivre longtemps sans eau ?", "fr"),
+        ("Warum können Kamele lange ohne Wasser überleben?", "de"),
+        ("¿Por qué los camellos pueden sobrevivir mucho tiempo sin agua?", "es"),
+        ("Почему верблюды могут долго жить без воды?", "ru"),
+        ("为什么骆驼可以长时间不喝水？", "zh"),
+    ],
+)
+def test_detect_language(text: str, lang: str) -> None:
+    guess = detect_language(text)
+    assert guess is not None
+    assert guess.language == lang
+    assert 0.0 < guess.confidence <= 1.0
+
+
+def test_detect_language_needs_letters_and_validates() -> None:
+    assert detect_language("42") is None
+    assert detect_language("```\n{}\n```") is None
+    assert detect_language("   ") is None
+    und = detect_language("ok ok", min_confidence=0.999)
+    assert und is not None and und.language == "und"
+    with pytest.raises(ValueError, match="min_letters"):
+        detect_language("hello", min_letters=0)
+    with pytest.raises(ValueError, match="min_confidence"):
+        detect_language("hello", min_confidence=2.0)
+
+
+def test_language_mismatch() -> None:
+    en, fr = LanguageGuess("en", 0.99), LanguageGuess("fr", 0.98)
+    assert language_mismatch(en, fr) is True
+    assert language_mismatch(en, LanguageGuess("en", 0.7)) is False
+    assert language_mismatch(en, None) is None
+    assert language_mismatch(LanguageGuess("und", 0.2), fr) is None
