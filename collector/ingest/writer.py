@@ -12,10 +12,11 @@ one call record, whichever arrives first (the other half is looked up in the sto
 from __future__ import annotations
 
 import collections
+import operator
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -83,8 +84,7 @@ def _span_row(s: SpanData, tenant: str, role: str | None, received: int) -> tupl
     return tuple(values[c] for c in SPAN_COLUMNS)
 
 
-def _call_row(r: CallRecord) -> tuple[object, ...]:
-    return tuple(getattr(r, c) for c in CALL_COLUMNS)
+_call_row: Callable[[CallRecord], tuple[object, ...]] = operator.attrgetter(*CALL_COLUMNS)
 
 
 def resolve_calls(
@@ -170,8 +170,11 @@ def write_batch(
     """
     received = received_unix_nano or time.time_ns()
     written = 0
+    by_tenant: dict[str, list[Item]] = {}
+    for tenant, items in batches:
+        by_tenant.setdefault(tenant, []).extend(items)
     with engine.begin() as conn:
-        for tenant, items in batches:
+        for tenant, items in by_tenant.items():
             span_rows: dict[Key, tuple[object, ...]] = {}
             extracts: dict[Key, Extract] = {}
             for it in items:

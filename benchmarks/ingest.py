@@ -1,0 +1,199 @@
+"""Ingest benchmark: OTLP/HTTP protobuf, N concurrent clients, durably stored spans per second.
+
+Request bodies are built by the real OpenTelemetry SDK and encoded with the OTLP exporter's own
+encoder (``opentelemetry.exporter.otlp.proto.common.trace_encoder``), 100 realistic gen_ai
+spans per request with ~1 KB of message text each. The collector runs as its own process
+(``driftline collector --dev``); throughput counts spans found in the database afterwards,
+not acknowledgements.
+
+    python benchmarks/ingest.py                      # SQLite, default run < 2 minutes
+    python benchmarks/ingest.py --requests 2000      # longer run
+    python benchmarks/ingest.py --database-url postgresql+psycopg://postgres@127.0.0.1:5432/bench
+
+Prints ``RESULT ingest_spans_per_s=<n> spans/s`` and ``RESULT ingest_p99_ms=<n> ms``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from rich.progress import Progress
+from sqlalchemy import text
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from collector.store import engine as store_engine  # noqa: E402
+
+WORDS = (
+    "latency cache token model answer prompt refund order shipping account password invoice "
+    "delivery warranty battery screen subscription upgrade cancel support agent policy"
+).split()
+
+
+def message_text(rng: random.Random, chars: int) -> str:
+    out: list[str] = []
+    n = 0
+    while n < chars:
+        w = rng.choice(WORDS)
+        out.append(w)
+        n += len(w) + 1
+    return " ".join(out)[:chars]
+
+
+def build_bodies(requests: int, spans_per_request: int, seed: int) -> list[bytes]:
+    """Encoded ``ExportTraceServiceRequest`` bodies, each with fresh trace/span ids."""
+    rng = random.Random(seed)
+    mem = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-bot"}))
+    provider.add_span_processor(SimpleSpanProcessor(mem))
+    tracer = provider.get_tracer("opentelemetry.instrumentation.openai_v2")
+    bodies = []
+    for _ in range(requests):
+        mem.clear()
+        for _ in range(spans_per_request):
+            model = rng.choice(["gpt-4o-mini", "gpt-4o", "claude-sonnet-4"])
+            with tracer.start_as_current_span(f"chat {model}", kind=trace.SpanKind.CLIENT) as s:
+                prompt = message_text(rng, 700)
+                answer = message_text(rng, 300)
+                s.set_attributes(
+                    {
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.provider.name": "openai",
+                        "gen_ai.request.model": model,
+                        "gen_ai.response.model": model + "-2024-08-06",
+                        "gen_ai.response.id": f"chatcmpl-{rng.getrandbits(64):016x}",
+                        "gen_ai.usage.input_tokens": rng.randint(50, 2000),
+                        "gen_ai.usage.output_tokens": rng.randint(1, 500),
+                        "gen_ai.response.finish_reasons": ["stop"],
+                        "gen_ai.response.time_to_first_chunk": rng.uniform(0.05, 0.8),
+                        "gen_ai.request.temperature": 0.2,
+                        "gen_ai.conversation.id": f"sess-{rng.randint(1, 500)}",
+                        "user.id": f"user-{rng.randint(1, 200)}",
+                        "gen_ai.input.messages": json.dumps(
+                            [{"role": "user", "parts": [{"type": "text", "content": prompt}]}]
+                        ),
+                        "gen_ai.output.messages": json.dumps(
+                            [{"role": "assistant", "finish_reason": "stop",
+                              "parts": [{"type": "text", "content": answer}]}]
+                        ),
+                    }
+                )
+        bodies.append(encode_spans(mem.get_finished_spans()).SerializeToString())
+    return bodies
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("collector exited during start-up")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("collector did not become healthy")
+
+
+def stored_spans(db_url: str) -> int:
+    eng = store_engine.make_engine(db_url)
+    try:
+        with eng.connect() as conn:
+            return int(conn.execute(text("SELECT COUNT(*) FROM spans")).scalar_one())
+    finally:
+        eng.dispose()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--spans-per-request", type=int, default=100)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--port", type=int, default=14318)
+    ap.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="driftline-bench-")
+    db_url = args.database_url or f"sqlite:///{tmp}/bench.db"
+    if db_url.startswith("postgresql"):
+        store_engine.downgrade(db_url, "base")
+    print(f"building {args.requests} requests x {args.spans_per_request} spans with the OTel SDK")
+    bodies = build_bodies(args.requests, args.spans_per_request, args.seed)
+    print(f"body size: {np.mean([len(b) for b in bodies]) / 1024:.0f} KiB per request")
+
+    url = f"http://127.0.0.1:{args.port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "collector.cli", "collector", "--dev", "--port", str(args.port),
+         "--grpc-port", "0", "--log-level", "warning"],
+        env={**os.environ, "DRIFTLINE_DATABASE_URL": db_url},
+    )
+    try:
+        wait_healthy(url, proc)
+        latencies: list[float] = []
+        acked = 0
+        lock = threading.Lock()
+        queue = list(range(len(bodies)))
+
+        def client_loop(progress: Progress, task: int) -> None:
+            nonlocal acked
+            with httpx.Client(timeout=60) as http:
+                while True:
+                    with lock:
+                        if not queue:
+                            return
+                        i = queue.pop()
+                    while True:
+                        t0 = time.perf_counter()
+                        r = http.post(f"{url}/v1/traces", content=bodies[i],
+                                      headers={"Content-Type": "application/x-protobuf"})
+                        if r.status_code == 200:
+                            break
+                        time.sleep(float(r.headers.get("Retry-After", "0.2")))
+                    with lock:
+                        latencies.append(time.perf_counter() - t0)
+                        acked += args.spans_per_request
+                    progress.advance(task)
+
+        with Progress() as progress:
+            task = progress.add_task("sending", total=len(bodies))
+            start = time.perf_counter()
+            threads = [threading.Thread(target=client_loop, args=(progress, task))
+                       for _ in range(args.clients)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        while stored_spans(db_url) < acked:
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - start
+        stored = stored_spans(db_url)
+        print(f"stored {stored} spans ({acked} acknowledged) in {elapsed:.2f} s "
+              f"with {args.clients} clients on {db_url.split(':')[0]}")
+        print(f"RESULT ingest_spans_per_s={stored / elapsed:.0f} spans/s")
+        print(f"RESULT ingest_p99_ms={np.percentile(latencies, 99) * 1000:.1f} ms")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+if __name__ == "__main__":
+    main()
