@@ -111,7 +111,11 @@ def load_embedder(device: str = "cpu", max_seq_length: int = 256) -> TextEmbedde
     except (ImportError, OSError, RuntimeError, ValueError) as exc:
         raise EmbeddingModelUnavailableError(f"cannot load {MODEL_NAME}: {exc}") from exc
     model.max_seq_length = max_seq_length
-    dim = int(model.get_sentence_embedding_dimension() or EMBEDDING_DIM)
+    # sentence-transformers >= 6 renamed the getter; older releases only have the long name.
+    getter = getattr(model, "get_embedding_dimension", None) or (
+        model.get_sentence_embedding_dimension
+    )
+    dim = int(getter() or EMBEDDING_DIM)
     return TextEmbedder(model, MODEL_NAME, dim)
 
 
