@@ -26,7 +26,11 @@ from drift.distances import (
 )
 from drift.errors import CalibrationError, DriftError
 from drift.multitest import benjamini_hochberg, bonferroni
-from drift.thresholds import apply_calibrated, calibrate_threshold
+from drift.thresholds import (
+    apply_calibrated,
+    calibrate_quantile_threshold,
+    calibrate_threshold,
+)
 from drift.twosample import chi_square_test, ks_test, proportion_z_test
 
 CASES = Path(__file__).parents[2].parent / "shared" / "cases"
@@ -279,3 +283,27 @@ def test_calibration_on_constant_reference_and_errors() -> None:
         calibrate_threshold([0.5] * 300, partial(ks_test), chunk_size=0)
     with pytest.raises(ValueError, match="calibration"):
         apply_calibrated(chi_square_test(["a"] * 40, ["a"] * 40), cal)
+
+
+def test_quantile_threshold_is_the_conformal_order_statistic() -> None:
+    rng = np.random.default_rng(12)
+    ref = rng.lognormal(0, 1, size=2000).tolist()
+    test = partial(wasserstein_test, min_samples=30)
+    cal = calibrate_quantile_threshold(
+        ref, test, chunk_size=100, rng=rng, false_alarm_rate=0.05, n_resamples=99
+    )
+    assert cal.rule == "quantile" and cal.k is None and cal.false_alarm_rate == 0.05
+    assert len(cal.chunk_scores) == 99
+    assert cal.threshold == sorted(cal.chunk_scores)[94]  # ceil(0.95 * 100) = 95th smallest
+    # fresh stationary windows exceed it about 5% of the time, never much more
+    exceed = [
+        apply_calibrated(test(ref, rng.lognormal(0, 1, size=100).tolist()), cal).drifted
+        for _ in range(200)
+    ]
+    assert sum(bool(e) for e in exceed) / 200 < 0.12
+    with pytest.raises(ValueError, match="n_resamples"):
+        calibrate_quantile_threshold(ref, test, chunk_size=100, rng=rng, false_alarm_rate=0.001)
+    with pytest.raises(ValueError, match="false_alarm_rate"):
+        calibrate_quantile_threshold(ref, test, chunk_size=100, rng=rng, false_alarm_rate=0)
+    with pytest.raises(CalibrationError):
+        calibrate_quantile_threshold(ref[:100], test, chunk_size=100, rng=rng)
