@@ -11,10 +11,10 @@ non-refusal.
 Language identification uses ``py3langid`` (BSD-3-Clause), a maintained fork of Lui &
 Baldwin's langid.py (ACL 2012 demo): a multinomial naive Bayes over byte n-grams for 97
 languages whose model (4.5 MB) ships inside the wheel, so it works offline with no download at
-run time; it depends only on numpy, is pure Python, and classifies a short text in well under a
-millisecond. fastText lid.176 is more accurate on very short texts but needs a 126 MB model
-download (or 917 kB compressed with lower accuracy) and a C++ extension; CLD3 needs protobuf
-and a native build; lingua-py ships ~100 MB of models. For a drift signal (the language mix of
+run time; it depends only on numpy and is pure Python. fastText lid.176 is more accurate on
+very short texts but needs a 126 MB model download (917 kB compressed, less accurate) and a C++
+extension; CLD3 needs protobuf and a native build; lingua-py's wheels carry much larger models.
+For a drift signal (the language mix of
 a window, not one text's label) langid's accuracy is ample.
 """
 
