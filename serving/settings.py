@@ -34,42 +34,50 @@ class EngineSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
-    state_dir: Path = Field(DEFAULT_STATE_DIR, description="Serving venv, models and vLLM cache.")
+    state_dir: Path = Field(
+        default=DEFAULT_STATE_DIR, description="Serving venv, models and vLLM cache."
+    )
     serving_venv: Path | None = Field(
-        None, description="Serving virtual environment (default <state_dir>/vllm-venv)."
+        default=None, description="Serving virtual environment (default <state_dir>/vllm-venv)."
     )
     model_path: Path | None = Field(
-        None, description="Hugging Face model folder (default: the prepared SmolLM2 folder)."
+        default=None,
+        description="Hugging Face model folder (default: the prepared SmolLM2 folder).",
     )
     served_model_name: str = Field(
-        DEFAULT_MODEL_NAME, description="Name of the base model in the API."
+        default=DEFAULT_MODEL_NAME, description="Name of the base model in the API."
     )
-    engine_host: str = Field("127.0.0.1", description="Bind address of vLLM.")
-    engine_port: int = Field(8100, ge=1, le=65535, description="vLLM HTTP port.")
+    engine_host: str = Field(default="127.0.0.1", description="Bind address of vLLM.")
+    engine_port: int = Field(default=8100, ge=1, le=65535, description="vLLM HTTP port.")
     otlp_traces_endpoint: str | None = Field(
-        "http://127.0.0.1:4317",
+        default="http://127.0.0.1:4317",
         description="Collector OTLP endpoint for vLLM spans (None disables tracing).",
     )
     otlp_protocol: OtlpProtocol = Field(
-        "grpc", description="grpc (endpoint host:4317) or http/protobuf (full URL /v1/traces)."
+        default="grpc",
+        description="grpc (endpoint host:4317) or http/protobuf (full URL /v1/traces).",
     )
     lora_adapters: dict[str, Path] = Field(
         default_factory=dict,
         description='LoRA adapters {"name": "/peft/dir"}; default: the prepared demo adapters.',
     )
-    enable_lora: bool = Field(True, description="Serve LoRA adapters (--enable-lora).")
-    max_lora_rank: int = Field(8, description="--max-lora-rank (1, 8, 16, 32, 64, ...).")
-    max_loras: int = Field(2, ge=1, description="Adapters in one batch (--max-loras).")
-    max_model_len: int = Field(2048, gt=0, description="Context length in tokens.")
-    dtype: str = Field("bfloat16", description="--dtype")
-    enforce_eager: bool = Field(True, description="--enforce-eager (CPU start-up is faster).")
-    prefix_caching: bool = Field(True, description="--enable-prefix-caching")
-    cpu_kv_cache_gib: int = Field(1, gt=0, description="VLLM_CPU_KVCACHE_SPACE on CPU (GiB).")
-    gpu_memory_utilization: float = Field(0.85, gt=0, le=1, description="GPU only.")
-    device: Literal["auto", "cpu", "gpu"] = Field(
-        "auto", description="auto: GPU if nvidia-smi sees one."
+    enable_lora: bool = Field(default=True, description="Serve LoRA adapters (--enable-lora).")
+    max_lora_rank: int = Field(default=8, description="--max-lora-rank (1, 8, 16, 32, 64, ...).")
+    max_loras: int = Field(default=2, ge=1, description="Adapters in one batch (--max-loras).")
+    max_model_len: int = Field(default=2048, gt=0, description="Context length in tokens.")
+    dtype: str = Field(default="bfloat16", description="--dtype")
+    enforce_eager: bool = Field(
+        default=True, description="--enforce-eager (CPU start-up is faster)."
     )
-    startup_timeout_s: float = Field(300.0, gt=0, description="Wait this long for /health.")
+    prefix_caching: bool = Field(default=True, description="--enable-prefix-caching")
+    cpu_kv_cache_gib: int = Field(
+        default=1, gt=0, description="VLLM_CPU_KVCACHE_SPACE on CPU (GiB)."
+    )
+    gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1, description="GPU only.")
+    device: Literal["auto", "cpu", "gpu"] = Field(
+        default="auto", description="auto: GPU if nvidia-smi sees one."
+    )
+    startup_timeout_s: float = Field(default=300.0, gt=0, description="Wait this long for /health.")
 
     @field_validator("max_lora_rank")
     @classmethod
@@ -98,35 +106,44 @@ class GatewaySettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
-    gateway_host: str = Field("127.0.0.1", description="Bind address of the gateway.")
-    gateway_port: int = Field(8000, ge=0, le=65535, description="Gateway HTTP port.")
+    gateway_host: str = Field(default="127.0.0.1", description="Bind address of the gateway.")
+    gateway_port: int = Field(default=8000, ge=0, le=65535, description="Gateway HTTP port.")
     engine_url: str = Field(
-        "http://127.0.0.1:8100", description="OpenAI-compatible engine base URL."
+        default="http://127.0.0.1:8100", description="OpenAI-compatible engine base URL."
     )
     collector_url: str | None = Field(
-        "http://127.0.0.1:4318", description="Collector REST base URL (rollout weights)."
+        default="http://127.0.0.1:4318", description="Collector REST base URL (rollout weights)."
     )
-    gateway_config: Path | None = Field(None, description="YAML/TOML rollouts + API keys file.")
+    gateway_config: Path | None = Field(
+        default=None, description="YAML/TOML rollouts + API keys file."
+    )
     gateway_otlp_endpoint: str | None = Field(
-        "http://127.0.0.1:4318/v1/traces",
+        default="http://127.0.0.1:4318/v1/traces",
         description="Where gateway spans go (None: no export).",
     )
     gateway_otlp_protocol: OtlpProtocol = Field(
-        "http/protobuf", description="Span exporter protocol."
+        default="http/protobuf", description="Span exporter protocol."
     )
     collector_api_key: SecretStr | None = Field(
-        None, description="Sent as `Authorization: Bearer` on span export (collector tenant)."
+        default=None,
+        description="Sent as `Authorization: Bearer` on span export (collector tenant).",
     )
-    max_concurrency: int = Field(64, gt=0, description="Requests in flight to the engine.")
-    max_queue: int = Field(256, ge=0, description="Requests waiting for a slot before 429.")
-    retry_after_s: int = Field(1, ge=1, description="Retry-After header on 429 (seconds).")
-    max_output_tokens: int = Field(1024, gt=0, description="Server-side cap on max_tokens.")
-    weights_ttl_s: float = Field(5.0, gt=0, description="Rollout weights cache TTL (seconds).")
-    engine_timeout_s: float = Field(300.0, gt=0, description="Read timeout towards the engine.")
+    max_concurrency: int = Field(default=64, gt=0, description="Requests in flight to the engine.")
+    max_queue: int = Field(default=256, ge=0, description="Requests waiting for a slot before 429.")
+    retry_after_s: int = Field(default=1, ge=1, description="Retry-After header on 429 (seconds).")
+    max_output_tokens: int = Field(default=1024, gt=0, description="Server-side cap on max_tokens.")
+    weights_ttl_s: float = Field(
+        default=5.0, gt=0, description="Rollout weights cache TTL (seconds)."
+    )
+    engine_timeout_s: float = Field(
+        default=300.0, gt=0, description="Read timeout towards the engine."
+    )
     capture_content: bool = Field(
-        True, description="Put prompts/outputs on spans (gen_ai.input/output.messages)."
+        default=True, description="Put prompts/outputs on spans (gen_ai.input/output.messages)."
     )
-    service_name: str = Field("driftline-gateway", description="OTel resource service.name.")
+    service_name: str = Field(
+        default="driftline-gateway", description="OTel resource service.name."
+    )
 
     @field_validator("engine_url", "collector_url")
     @classmethod

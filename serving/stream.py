@@ -20,14 +20,18 @@ DONE = b"[DONE]"
 
 
 class SseSplitter:
-    """Incrementally split a byte stream into complete SSE events (each with its blank line)."""
+    """Incrementally split a byte stream into complete SSE events (each with its blank line).
+
+    Line endings are normalised to ``\n`` (vLLM and OpenAI send ``\n`` already).
+    """
 
     def __init__(self) -> None:
         self._buf = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Add ``chunk``; return the complete events now available, terminator included."""
-        self._buf += chunk.replace(b"\r\n", b"\n")
+        # normalise CRLF on the whole buffer: a "\r\n" may straddle two chunks
+        self._buf = (self._buf + chunk).replace(b"\r\n", b"\n")
         events: list[bytes] = []
         while True:
             idx = self._buf.find(b"\n\n")

@@ -70,7 +70,11 @@ def load_prompts(path: Path | None = None, *, category_field: str = "category") 
             raise ValueError(f"path: line {n} has no non-empty 'prompt' or 'instruction'")
         cat = row.get(category_field)
         out.append(
-            Prompt(id=str(row.get("id", n)), category=str(cat or "uncategorized"), text=body)
+            Prompt(
+                id=str(row.get("id", n)),
+                category="uncategorized" if cat in (None, "") else str(cat),
+                text=body,
+            )
         )
     if not out:
         raise ValueError(f"path: {path or DEFAULT_PROMPTS} holds no prompts")

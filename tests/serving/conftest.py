@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -78,3 +78,15 @@ def make_gateway(engine: Engine) -> Iterator[Callable[..., RunningGateway]]:
     yield make
     for srv in servers:
         srv.stop()
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    """A finished span's attributes as a plain dict (typed loosely for assertions)."""
+    return dict(span.attributes or {})
+
+
+def ids(span: ReadableSpan) -> tuple[str, str]:
+    """``(trace_id, span_id)`` of a finished span as lowercase hex."""
+    ctx = span.get_span_context()
+    assert ctx is not None
+    return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
