@@ -14,8 +14,8 @@ languages whose model (4.5 MB) ships inside the wheel, so it works offline with 
 run time; it depends only on numpy and is pure Python. fastText lid.176 is more accurate on
 very short texts but needs a 126 MB model download (917 kB compressed, less accurate) and a C++
 extension; CLD3 needs protobuf and a native build; lingua-py's wheels carry much larger models.
-For a drift signal (the language mix of
-a window, not one text's label) langid's accuracy is ample.
+For a drift signal (the language mix of a window, not one text's label) langid's accuracy is
+ample.
 """
 
 from __future__ import annotations
