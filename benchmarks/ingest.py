@@ -39,12 +39,32 @@ from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector.store import engine as store_engine  # noqa: E402
+from collector.store import engine as store_engine
 
-WORDS = (
-    "latency cache token model answer prompt refund order shipping account password invoice "
-    "delivery warranty battery screen subscription upgrade cancel support agent policy"
-).split()
+WORDS = [
+    "latency",
+    "cache",
+    "token",
+    "model",
+    "answer",
+    "prompt",
+    "refund",
+    "order",
+    "shipping",
+    "account",
+    "password",
+    "invoice",
+    "delivery",
+    "warranty",
+    "battery",
+    "screen",
+    "subscription",
+    "upgrade",
+    "cancel",
+    "support",
+    "agent",
+    "policy",
+]
 
 
 def message_text(rng: random.Random, chars: int) -> str:
@@ -90,8 +110,13 @@ def build_bodies(requests: int, spans_per_request: int, seed: int) -> list[bytes
                             [{"role": "user", "parts": [{"type": "text", "content": prompt}]}]
                         ),
                         "gen_ai.output.messages": json.dumps(
-                            [{"role": "assistant", "finish_reason": "stop",
-                              "parts": [{"type": "text", "content": answer}]}]
+                            [
+                                {
+                                    "role": "assistant",
+                                    "finish_reason": "stop",
+                                    "parts": [{"type": "text", "content": answer}],
+                                }
+                            ]
                         ),
                     }
                 )
@@ -142,8 +167,19 @@ def main() -> None:
 
     url = f"http://127.0.0.1:{args.port}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "collector.cli", "collector", "--dev", "--port", str(args.port),
-         "--grpc-port", "0", "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "collector.cli",
+            "collector",
+            "--dev",
+            "--port",
+            str(args.port),
+            "--grpc-port",
+            "0",
+            "--log-level",
+            "warning",
+        ],
         env={**os.environ, "DRIFTLINE_DATABASE_URL": db_url},
     )
     try:
@@ -163,8 +199,11 @@ def main() -> None:
                         i = queue.pop()
                     while True:
                         t0 = time.perf_counter()
-                        r = http.post(f"{url}/v1/traces", content=bodies[i],
-                                      headers={"Content-Type": "application/x-protobuf"})
+                        r = http.post(
+                            f"{url}/v1/traces",
+                            content=bodies[i],
+                            headers={"Content-Type": "application/x-protobuf"},
+                        )
                         if r.status_code == 200:
                             break
                         time.sleep(float(r.headers.get("Retry-After", "0.2")))
@@ -176,8 +215,10 @@ def main() -> None:
         with Progress() as progress:
             task = progress.add_task("sending", total=len(bodies))
             start = time.perf_counter()
-            threads = [threading.Thread(target=client_loop, args=(progress, task))
-                       for _ in range(args.clients)]
+            threads = [
+                threading.Thread(target=client_loop, args=(progress, task))
+                for _ in range(args.clients)
+            ]
             for t in threads:
                 t.start()
             for t in threads:
@@ -186,8 +227,10 @@ def main() -> None:
             time.sleep(0.05)
         elapsed = time.perf_counter() - start
         stored = stored_spans(db_url)
-        print(f"stored {stored} spans ({acked} acknowledged) in {elapsed:.2f} s "
-              f"with {args.clients} clients on {db_url.split(':')[0]}")
+        print(
+            f"stored {stored} spans ({acked} acknowledged) in {elapsed:.2f} s "
+            f"with {args.clients} clients on {db_url.split(':')[0]}"
+        )
         print(f"RESULT ingest_spans_per_s={stored / elapsed:.0f} spans/s")
         print(f"RESULT ingest_p99_ms={np.percentile(latencies, 99) * 1000:.1f} ms")
     finally:

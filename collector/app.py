@@ -81,7 +81,9 @@ def create_app(settings: Settings) -> FastAPI:
                 writer, metrics, lambda _ctx: DEV_TENANT, settings.max_text_chars
             )
             grpc_server, state.grpc_port = start_grpc_server(
-                servicer, settings.host, settings.grpc_port,
+                servicer,
+                settings.host,
+                settings.grpc_port,
                 max_message_bytes=settings.max_body_bytes,
             )
             log.info("OTLP/gRPC receiver on %s:%s", settings.host, state.grpc_port)

@@ -15,8 +15,9 @@ from collector.store import engine as store_engine
 @click.option("--port", "http_port", type=int, default=None, help="OTLP/HTTP + REST port (4318).")
 @click.option("--grpc-port", type=int, default=None, help="OTLP/gRPC port (4317).")
 @click.option("--database-url", default=None, help="Overrides DRIFTLINE_DATABASE_URL.")
-@click.option("--dev", is_flag=True, default=None,
-              help="Single tenant `default`, no API keys, loopback only.")
+@click.option(
+    "--dev", is_flag=True, default=None, help="Single tenant `default`, no API keys, loopback only."
+)
 @click.option("--log-level", default="info", show_default=True)
 def collector(
     host: str | None,
@@ -34,15 +35,18 @@ def collector(
     settings = load_settings(
         host=host, http_port=http_port, grpc_port=grpc_port, database_url=database_url, dev=dev
     )
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     app = create_app(settings)
     click.echo(
         f"driftline collector: OTLP/HTTP + API http://{settings.host}:{settings.http_port} "
         f"(docs /docs), OTLP/gRPC {settings.host}:{settings.grpc_port}, "
         f"store {settings.database_url}"
     )
-    uvicorn.run(app, host=settings.host, port=settings.http_port, log_level=log_level,
-                access_log=False)
+    uvicorn.run(
+        app, host=settings.host, port=settings.http_port, log_level=log_level, access_log=False
+    )
 
 
 @click.group("db")

@@ -47,8 +47,9 @@ class Processes:
 
     def start(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
         fh = log.open("ab")
-        proc = subprocess.Popen(argv, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append((name, proc))
 
     def check(self) -> None:
@@ -94,12 +95,15 @@ def replay(endpoint: str, stop: threading.Event, rng: random.Random, rate_per_s:
 
     def provider(service: str) -> TracerProvider:
         p = TracerProvider(resource=Resource.create({"service.name": service}))
-        p.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint),
-                                                schedule_delay_millis=500))
+        p.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint), schedule_delay_millis=500)
+        )
         return p
 
-    app, gateway, engine = provider(DEMO_SERVICE), provider(f"{DEMO_SERVICE}-gateway"), provider(
-        f"{DEMO_SERVICE}-vllm"
+    app, gateway, engine = (
+        provider(DEMO_SERVICE),
+        provider(f"{DEMO_SERVICE}-gateway"),
+        provider(f"{DEMO_SERVICE}-vllm"),
     )
     app_t = app.get_tracer("opentelemetry.instrumentation.openai_v2")
     gw_t = gateway.get_tracer("driftline.gateway")
@@ -114,39 +118,52 @@ def replay(endpoint: str, stop: threading.Event, rng: random.Random, rate_per_s:
             if rng.random() < 0.5:
                 model = rng.choice(["gpt-4o-mini", "gpt-4o", "claude-sonnet-4"])
                 s = app_t.start_span(f"chat {model}", kind=trace.SpanKind.CLIENT, start_time=now)
-                s.set_attributes({
-                    "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
-                    "gen_ai.request.model": model,
-                    "gen_ai.usage.input_tokens": rng.randint(50, 1500),
-                    "gen_ai.usage.output_tokens": out_tokens,
-                    "gen_ai.response.time_to_first_chunk": ttft,
-                    "gen_ai.response.finish_reasons": [rng.choice(["stop"] * 9 + ["length"])],
-                    "user.id": f"user-{rng.randint(1, 50)}",
-                })
+                s.set_attributes(
+                    {
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.provider.name": "openai",
+                        "gen_ai.request.model": model,
+                        "gen_ai.usage.input_tokens": rng.randint(50, 1500),
+                        "gen_ai.usage.output_tokens": out_tokens,
+                        "gen_ai.response.time_to_first_chunk": ttft,
+                        "gen_ai.response.finish_reasons": [rng.choice(["stop"] * 9 + ["length"])],
+                        "user.id": f"user-{rng.randint(1, 50)}",
+                    }
+                )
                 s.end(end_time=now + int(e2e * 1e9))
             else:
                 variant = "candidate" if rng.random() < 0.1 else "base"
                 g = gw_t.start_span(f"chat {variant}", kind=trace.SpanKind.CLIENT, start_time=now)
-                g.set_attributes({
-                    "gen_ai.operation.name": "chat", "gen_ai.provider.name": "vllm",
-                    "gen_ai.request.model": variant, "driftline.rollout": "support-assistant",
-                    "driftline.variant": variant,
-                    "gen_ai.usage.input_tokens": rng.randint(50, 800),
-                    "gen_ai.usage.output_tokens": out_tokens,
-                    "gen_ai.response.time_to_first_chunk": ttft + 0.002,
-                })
+                g.set_attributes(
+                    {
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.provider.name": "vllm",
+                        "gen_ai.request.model": variant,
+                        "driftline.rollout": "support-assistant",
+                        "driftline.variant": variant,
+                        "gen_ai.usage.input_tokens": rng.randint(50, 800),
+                        "gen_ai.usage.output_tokens": out_tokens,
+                        "gen_ai.response.time_to_first_chunk": ttft + 0.002,
+                    }
+                )
                 ctx = trace.set_span_in_context(g)
                 queue = rng.uniform(0.0, 0.02)
-                e = vllm_t.start_span("llm_request", context=ctx, kind=trace.SpanKind.SERVER,
-                                      start_time=now + 1_000_000)
-                e.set_attributes({
-                    "gen_ai.latency.time_in_queue": queue,
-                    "gen_ai.latency.time_in_model_prefill": max(ttft - queue, 0.001),
-                    "gen_ai.latency.time_in_model_decode": e2e - ttft,
-                    "gen_ai.latency.time_to_first_token": ttft,
-                    "gen_ai.latency.e2e": e2e,
-                    "gen_ai.usage.completion_tokens": out_tokens,
-                })
+                e = vllm_t.start_span(
+                    "llm_request",
+                    context=ctx,
+                    kind=trace.SpanKind.SERVER,
+                    start_time=now + 1_000_000,
+                )
+                e.set_attributes(
+                    {
+                        "gen_ai.latency.time_in_queue": queue,
+                        "gen_ai.latency.time_in_model_prefill": max(ttft - queue, 0.001),
+                        "gen_ai.latency.time_in_model_decode": e2e - ttft,
+                        "gen_ai.latency.time_to_first_token": ttft,
+                        "gen_ai.latency.e2e": e2e,
+                        "gen_ai.usage.completion_tokens": out_tokens,
+                    }
+                )
                 e.end(end_time=now + int(e2e * 1e9))
                 g.end(end_time=now + int((e2e + 0.003) * 1e9))
             stop.wait(rng.expovariate(rate_per_s))
@@ -156,8 +173,9 @@ def replay(endpoint: str, stop: threading.Event, rng: random.Random, rate_per_s:
 
 
 def summary(url: str, since: float) -> dict[str, Any]:
-    items = httpx.get(f"{url}/api/v1/calls", params={"since": since, "limit": 1000},
-                      timeout=10).json()["items"]
+    items = httpx.get(
+        f"{url}/api/v1/calls", params={"since": since, "limit": 1000}, timeout=10
+    ).json()["items"]
     ttft = [c["ttft_s"] for c in items if c["ttft_s"] is not None]
     costs = [c["cost_usd"] for c in items if c["cost_usd"] is not None]
     merged = sum(1 for c in items if c["engine_span_id"])
@@ -172,8 +190,10 @@ def summary(url: str, since: float) -> dict[str, Any]:
 
 def _fmt(s: dict[str, Any]) -> str:
     p95 = f"{s['p95_ttft_s']:.3f} s" if s["p95_ttft_s"] is not None else "n/a"
-    return (f"calls={s['calls']} (gateway+vLLM merged: {s['merged_gateway_vllm']})  "
-            f"p95 TTFT={p95}  cost=${s['cost_usd']:.4f} (unpriced calls: {s['unpriced']})")
+    return (
+        f"calls={s['calls']} (gateway+vLLM merged: {s['merged_gateway_vllm']})  "
+        f"p95 TTFT={p95}  cost=${s['cost_usd']:.4f} (unpriced calls: {s['unpriced']})"
+    )
 
 
 @click.command("demo")
@@ -206,14 +226,30 @@ def demo(
     started = time.time()
     try:
         click.echo(f"starting the collector (logs: {data_dir}/collector.log)")
-        procs.start("collector", [sys.executable, "-m", "collector.cli", "collector", "--dev",
-                                  "--port", str(http_port), "--grpc-port", str(grpc_port)],
-                    env, data_dir / "collector.log")
+        procs.start(
+            "collector",
+            [
+                sys.executable,
+                "-m",
+                "collector.cli",
+                "collector",
+                "--dev",
+                "--port",
+                str(http_port),
+                "--grpc-port",
+                str(grpc_port),
+            ],
+            env,
+            data_dir / "collector.log",
+        )
         wait_healthy(url, procs)
-        click.echo(f"collector: {url}  (API docs {url}/docs, metrics {url}/metrics, "
-                   f"OTLP/gRPC {host}:{grpc_port})")
-        click.echo(f"replaying synthetic sample spans at ~{rate:g} calls/s "
-                   f"(service.name={DEMO_SERVICE})")
+        click.echo(
+            f"collector: {url}  (API docs {url}/docs, metrics {url}/metrics, "
+            f"OTLP/gRPC {host}:{grpc_port})"
+        )
+        click.echo(
+            f"replaying synthetic sample spans at ~{rate:g} calls/s (service.name={DEMO_SERVICE})"
+        )
         sender = threading.Thread(
             target=replay, args=(f"{url}/v1/traces", stop, random.Random(seed), rate), daemon=True
         )

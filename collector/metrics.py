@@ -24,7 +24,9 @@ class IngestMetrics:
         return cls(
             registry=reg,
             spans_received=Counter(
-                "driftline_spans_received", "Spans accepted and stored.", ["transport"],
+                "driftline_spans_received",
+                "Spans accepted and stored.",
+                ["transport"],
                 registry=reg,
             ),
             spans_rejected=Counter(

@@ -44,7 +44,9 @@ class Settings(BaseSettings):
         description="Largest OTLP body accepted, measured after decompression (HTTP 413 above).",
     )
     queue_max_spans: int = Field(
-        200_000, gt=0, description="Spans waiting for the writer before HTTP 503 / gRPC UNAVAILABLE."
+        200_000,
+        gt=0,
+        description="Spans waiting for the writer before HTTP 503 / gRPC UNAVAILABLE.",
     )
     writer_max_batch_spans: int = Field(
         20_000, gt=0, description="Spans written in one transaction (group commit)."

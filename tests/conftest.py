@@ -97,8 +97,13 @@ class LiveCollector:
         self.settings = settings
         self.app = create_app(settings)
         self.server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=settings.http_port,
-                           log_level="warning", access_log=False)
+            uvicorn.Config(
+                self.app,
+                host="127.0.0.1",
+                port=settings.http_port,
+                log_level="warning",
+                access_log=False,
+            )
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

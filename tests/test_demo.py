@@ -12,10 +12,26 @@ from tests.conftest import free_port
 
 def test_demo_headless(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "collector.cli", "demo", "--headless", "--duration", "8",
-         "--data-dir", str(tmp_path / "data"), "--port", str(free_port()),
-         "--grpc-port", str(free_port()), "--rate", "10"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "collector.cli",
+            "demo",
+            "--headless",
+            "--duration",
+            "8",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--port",
+            str(free_port()),
+            "--grpc-port",
+            str(free_port()),
+            "--rate",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     m = re.search(r"summary: calls=(\d+) \(gateway\+vLLM merged: (\d+)\)", out.stdout)

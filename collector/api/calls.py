@@ -75,9 +75,7 @@ def list_calls(
     )
     try:
         with state.engine.connect() as conn:
-            items, next_cursor = queries.list_calls(
-                conn, tenant, flt, limit=limit, cursor=cursor
-            )
+            items, next_cursor = queries.list_calls(conn, tenant, flt, limit=limit, cursor=cursor)
     except ValueError as exc:
         raise BadRequestError(str(exc)) from None
     return {"items": items, "next_cursor": next_cursor}

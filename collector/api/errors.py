@@ -51,8 +51,14 @@ def _is_otlp(request: Request) -> bool:
     return request.url.path.startswith("/v1/")
 
 
-def error_response(request: Request, status: int, code: str, message: str,
-                   rpc_code: int, headers: dict[str, str] | None = None) -> Response:
+def error_response(
+    request: Request,
+    status: int,
+    code: str,
+    message: str,
+    rpc_code: int,
+    headers: dict[str, str] | None = None,
+) -> Response:
     if _is_otlp(request):
         st = status_pb2.Status(code=rpc_code, message=message)
         if (request.headers.get("content-type") or "").startswith(PROTOBUF):
@@ -82,7 +88,10 @@ def install(app: FastAPI) -> None:
             loc = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "body", "path"))
             parts.append(f"{loc}: {err.get('msg')}" if loc else str(err.get("msg")))
         return error_response(
-            request, 400, "bad_request", "; ".join(parts) or "invalid request",
+            request,
+            400,
+            "bad_request",
+            "; ".join(parts) or "invalid request",
             code_pb2.INVALID_ARGUMENT,
         )
 
@@ -90,6 +99,10 @@ def install(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
         return error_response(
-            request, exc.status_code, code, str(exc.detail), code_pb2.UNKNOWN,
+            request,
+            exc.status_code,
+            code,
+            str(exc.detail),
+            code_pb2.UNKNOWN,
             dict(exc.headers) if exc.headers else None,
         )

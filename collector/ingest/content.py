@@ -23,7 +23,9 @@ _MESSAGE_EVENTS = {
     "gen_ai.tools.message": "tool",  # OpenLIT's spelling
 }
 _INDEXED = {
-    "gen_ai.prompt": re.compile(r"^gen_ai\.prompt\.(\d+)\.(?:message\.)?(role|content|finish_reason)$"),
+    "gen_ai.prompt": re.compile(
+        r"^gen_ai\.prompt\.(\d+)\.(?:message\.)?(role|content|finish_reason)$"
+    ),
     "gen_ai.completion": re.compile(
         r"^gen_ai\.completion\.(\d+)\.(?:message\.)?(role|content|finish_reason)$"
     ),
@@ -128,13 +130,14 @@ def _events(events: list[dict[str, Any]], names: set[str] | dict[str, str]) -> l
 
 def input_text(attrs: Mapping[str, Any], events: list[dict[str, Any]]) -> str | None:
     """The prompt as plain text, or None when no content was captured."""
-    system = _messages(attrs.get("gen_ai.system_instructions")) or []
-    system = [("system", t) for _, t in system]
+    system: list[tuple[str | None, str]] = [
+        ("system", t) for _, t in _messages(attrs.get("gen_ai.system_instructions")) or []
+    ]
     if "gen_ai.input.messages" in attrs:
         return render_conversation(system + (_messages(attrs["gen_ai.input.messages"]) or []))
     evs = _events(events, _MESSAGE_EVENTS)
     if evs:
-        msgs = []
+        msgs: list[tuple[str | None, str]] = []
         for e in evs:
             a = e.get("attributes") or {}
             text = message_text(_maybe_json(a.get("content", a.get("gen_ai.event.content"))))
@@ -158,8 +161,10 @@ def input_text(attrs: Mapping[str, Any], events: list[dict[str, Any]]) -> str | 
     for key in ("input.value", "gen_ai.prompt", "traceloop.entity.input"):
         value = attrs.get(key)
         if isinstance(value, str) and value:
-            msgs = _messages(value)
-            rendered = render_conversation(msgs) if msgs and msgs != [(None, value)] else None
+            parsed = _messages(value)
+            rendered = (
+                render_conversation(parsed) if parsed and parsed != [(None, value)] else None
+            )
             return rendered or value
     return render_conversation(system)
 

@@ -156,9 +156,7 @@ async def read_body(chunks: AsyncIterator[bytes], encoding: str, limit: int) -> 
                 ) from None
             out += piece
             if len(out) > limit:
-                raise BodyTooLargeError(
-                    f"decompressed body exceeds the limit of {limit} bytes"
-                )
+                raise BodyTooLargeError(f"decompressed body exceeds the limit of {limit} bytes")
             data = d.unconsumed_tail
             if d.eof and d.unused_data:  # concatenated gzip members
                 data = d.unused_data
@@ -409,7 +407,8 @@ def decode_json(body: bytes) -> DecodedBatch:
                     links = raw.get("links")
                     if isinstance(links, list):
                         fixed["links"] = [
-                            _ids_to_base64(link, f"{pwhere}.links") if isinstance(link, dict)
+                            _ids_to_base64(link, f"{pwhere}.links")
+                            if isinstance(link, dict)
                             else link
                             for link in links
                         ]

@@ -38,7 +38,7 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         self._tenant_of = tenant_of
         self._max_text_chars = max_text_chars
 
-    def Export(  # noqa: N802 (gRPC method name)
+    def Export(
         self,
         request: trace_service_pb2.ExportTraceServiceRequest,
         context: grpc.ServicerContext,

@@ -22,11 +22,10 @@ from collector.cost.prices import PriceTable, token_cost
 from collector.ingest import content
 from collector.ingest.decode import SpanData
 from collector.ingest.values import (
-    first,
     finish_reasons,
+    first,
     seconds,
     to_float,
-    to_int,
     tokens,
 )
 
@@ -40,10 +39,28 @@ CALL_OPERATIONS = {
 }
 #: operations that wrap LLM calls (their token totals would double count)
 NON_CALL_OPERATIONS = {
-    "execute_tool", "invoke_agent", "create_agent", "invoke_workflow", "retrieval", "plan",
-    "create_memory", "create_memory_store", "delete_memory", "delete_memory_store",
-    "search_memory", "update_memory", "upsert_memory", "vectordb", "framework", "agent",
-    "execute_task", "workflow", "task", "tool", "unknown", "rerank",
+    "execute_tool",
+    "invoke_agent",
+    "create_agent",
+    "invoke_workflow",
+    "retrieval",
+    "plan",
+    "create_memory",
+    "create_memory_store",
+    "delete_memory",
+    "delete_memory_store",
+    "search_memory",
+    "update_memory",
+    "upsert_memory",
+    "vectordb",
+    "framework",
+    "agent",
+    "execute_task",
+    "workflow",
+    "task",
+    "tool",
+    "unknown",
+    "rerank",
 }
 _OPENINFERENCE_KIND = {"LLM": "chat", "EMBEDDING": "embeddings"}
 _PROVIDER_MAP = {
@@ -58,34 +75,51 @@ _PROVIDER_MAP = {
 }
 
 INPUT_TOKEN_KEYS = (
-    "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens",
-    "llm.token_count.prompt", "llm.usage.prompt_tokens",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+    "llm.usage.prompt_tokens",
 )
 OUTPUT_TOKEN_KEYS = (
-    "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
-    "llm.token_count.completion", "llm.usage.completion_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+    "llm.usage.completion_tokens",
 )
 CACHE_READ_KEYS = (
-    "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
-    "llm.token_count.prompt_details.cache_read", "gen_ai.usage.cached_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+    "gen_ai.usage.cached_tokens",
 )
 CACHE_WRITE_KEYS = (
-    "gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.cache_creation.input_tokens",
-    "gen_ai.usage.cache_creation_input_tokens", "llm.token_count.prompt_details.cache_write",
+    "gen_ai.usage.cache_write.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.cache_creation_input_tokens",
+    "llm.token_count.prompt_details.cache_write",
 )
 REASONING_KEYS = (
-    "gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens",
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.usage.reasoning_tokens",
     "llm.token_count.completion_details.reasoning",
 )
 TTFT_KEYS = (
-    "gen_ai.response.time_to_first_chunk", "gen_ai.latency.time_to_first_token",
+    "gen_ai.response.time_to_first_chunk",
+    "gen_ai.latency.time_to_first_token",
     "gen_ai.server.time_to_first_token",
 )
 USER_KEYS = (
-    "user.id", "enduser.id", "llm.user", "gen_ai.request.user",
+    "user.id",
+    "enduser.id",
+    "llm.user",
+    "gen_ai.request.user",
     "traceloop.association.properties.user_id",
 )
-SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
+SESSION_KEYS = (
+    "gen_ai.conversation.id",
+    "session.id",
+    "traceloop.association.properties.session_id",
+)
 _STATUS = {0: "unset", 1: "ok", 2: "error"}
 
 
@@ -220,8 +254,14 @@ def _operation(span: SpanData, attrs: Mapping[str, Any]) -> tuple[str | None, bo
         return CALL_OPERATIONS[first_token], True
     has_llm_keys = any(
         k in attrs
-        for k in (*INPUT_TOKEN_KEYS, *OUTPUT_TOKEN_KEYS, "gen_ai.request.model", "gen_ai.system",
-                  "gen_ai.provider.name", "gen_ai.response.model")
+        for k in (
+            *INPUT_TOKEN_KEYS,
+            *OUTPUT_TOKEN_KEYS,
+            "gen_ai.request.model",
+            "gen_ai.system",
+            "gen_ai.provider.name",
+            "gen_ai.response.model",
+        )
     )
     return None, has_llm_keys
 
@@ -243,9 +283,14 @@ def _dialect(span: SpanData, attrs: Mapping[str, Any], engine: bool) -> str:
         return "openllmetry"
     if any(
         k in attrs
-        for k in ("gen_ai.provider.name", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
-                  "gen_ai.input.messages", "gen_ai.output.messages",
-                  "gen_ai.response.time_to_first_chunk")
+        for k in (
+            "gen_ai.provider.name",
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.output_tokens",
+            "gen_ai.input.messages",
+            "gen_ai.output.messages",
+            "gen_ai.response.time_to_first_chunk",
+        )
     ):
         return "semconv"
     return "semconv-legacy"
@@ -266,15 +311,24 @@ def _str(value: Any) -> str | None:
 
 
 def _request_model(span: SpanData, attrs: Mapping[str, Any], operation: str | None) -> str | None:
-    value = _str(first(attrs, ("gen_ai.request.model", "llm.request.model_name", "llm.model_name",
-                              "embedding.model_name")))
+    value = _str(
+        first(
+            attrs,
+            (
+                "gen_ai.request.model",
+                "llm.request.model_name",
+                "llm.model_name",
+                "embedding.model_name",
+            ),
+        )
+    )
     if value:
         return value
     params = content._maybe_json(attrs.get("llm.invocation_parameters"))
     if isinstance(params, Mapping) and params.get("model"):
         return str(params["model"])
     if operation and span.name.startswith(operation + " "):
-        return span.name[len(operation) + 1:].strip() or None
+        return span.name[len(operation) + 1 :].strip() or None
     return None
 
 
@@ -323,8 +377,10 @@ def extract(span: SpanData, *, max_text_chars: int = 1_000_000) -> Extract | Non
 
     out_text, msg_reasons = content.output_text_and_reasons(attrs, span.events)
     reasons = finish_reasons(
-        first(attrs, ("gen_ai.response.finish_reasons", "llm.finish_reason",
-                      "llm.response.finish_reason"))
+        first(
+            attrs,
+            ("gen_ai.response.finish_reasons", "llm.finish_reason", "llm.response.finish_reason"),
+        )
     ) or finish_reasons(msg_reasons)
 
     error_type = _str(attrs.get("error.type"))
@@ -403,9 +459,19 @@ def merge(client: Extract, engine: Extract) -> Extract:
         **{
             n: pick(n)
             for n in (
-                "ttft_s", "e2e_s", "input_tokens", "output_tokens", "cached_input_tokens",
-                "cache_write_input_tokens", "reasoning_output_tokens", "finish_reasons",
-                "request_model", "response_model", "input_text", "output_text", "error_type",
+                "ttft_s",
+                "e2e_s",
+                "input_tokens",
+                "output_tokens",
+                "cached_input_tokens",
+                "cache_write_input_tokens",
+                "reasoning_output_tokens",
+                "finish_reasons",
+                "request_model",
+                "response_model",
+                "input_text",
+                "output_text",
+                "error_type",
             )
         },
         status="error" if "error" in (client.status, engine.status) else client.status,
@@ -423,17 +489,17 @@ def finalize(ex: Extract, *, tenant: str, prices: PriceTable) -> CallRecord:
     """
     flags = set(ex.flags)
     tpot = None
-    if ex.e2e_s is not None and ex.ttft_s is not None and ex.output_tokens is not None:
-        if ex.output_tokens >= 2:
-            tpot = (ex.e2e_s - ex.ttft_s) / (ex.output_tokens - 1)
-            if tpot < 0 or not math.isfinite(tpot):
-                tpot = None
-                flags.add("invalid_timing")
+    known = ex.e2e_s is not None and ex.ttft_s is not None and ex.output_tokens is not None
+    if known and ex.output_tokens is not None and ex.output_tokens >= 2:
+        tpot = (ex.e2e_s - ex.ttft_s) / (ex.output_tokens - 1)  # type: ignore[operator]
+        if tpot < 0 or not math.isfinite(tpot):
+            tpot = None
+            flags.add("invalid_timing")
     model, price = prices.lookup(ex.response_model, ex.request_model)
     cost: float | None = None
-    if ex.input_tokens is None or ex.output_tokens is None:
-        if ex.operation != "embeddings" or ex.input_tokens is None:
-            flags.add("usage_missing")
+    embeddings_ok = ex.operation == "embeddings" and ex.input_tokens is not None
+    if (ex.input_tokens is None or ex.output_tokens is None) and not embeddings_ok:
+        flags.add("usage_missing")
     if price is None:
         if ex.reported_cost_usd is not None:
             cost = ex.reported_cost_usd

@@ -12,8 +12,8 @@ one call record, whichever arrives first (the other half is looked up in the sto
 from __future__ import annotations
 
 import collections
-import operator
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +33,7 @@ from collector.store.models import LLMCall, Span
 log = logging.getLogger(__name__)
 
 SPAN_COLUMNS = tuple(c.name for c in Span.__table__.columns)
-assert CALL_COLUMNS == tuple(c.name for c in LLMCall.__table__.columns), "record != table"
+assert tuple(c.name for c in LLMCall.__table__.columns) == CALL_COLUMNS, "record != table"
 
 Key = tuple[str, str]
 
@@ -145,13 +145,13 @@ def resolve_calls(
     out = list(singles)
     deletes: list[Key] = []
     for client_ref, engine_ref in pairs:
-        c = client_ref if isinstance(client_ref, Extract) else loaded.get(client_ref)
-        e = engine_ref if isinstance(engine_ref, Extract) else loaded.get(engine_ref)
-        if c is None or e is None:  # the stored half is gone (retention); keep what we have
-            out.extend(x for x in (c, e) if x is not None and isinstance(x, Extract))
+        cx = client_ref if isinstance(client_ref, Extract) else loaded.get(client_ref)
+        ex = engine_ref if isinstance(engine_ref, Extract) else loaded.get(engine_ref)
+        if cx is None or ex is None:  # the stored half is gone (retention); keep what we have
+            out.extend(x for x in (cx, ex) if x is not None)
             continue
-        out.append(merge(c, e))
-        deletes.append((e.trace_id, e.span_id))
+        out.append(merge(cx, ex))
+        deletes.append((ex.trace_id, ex.span_id))
     return out, deletes
 
 
@@ -184,12 +184,12 @@ def write_batch(
                 if it.extract is not None:
                     extracts[key] = it.extract
             calls, deletes = resolve_calls(conn, tenant, extracts, max_text_chars)
-            bulk.upsert(conn, Span.__table__, list(span_rows.values()))
+            bulk.upsert(conn, bulk.SPANS, list(span_rows.values()))
             records = {
                 (c.trace_id, c.span_id): _call_row(finalize(c, tenant=tenant, prices=prices))
                 for c in calls
             }
-            bulk.upsert(conn, LLMCall.__table__, list(records.values()))
+            bulk.upsert(conn, bulk.CALLS, list(records.values()))
             bulk.delete_calls(conn, tenant, [k for k in deletes if k not in records])
             written += len(span_rows)
     return written

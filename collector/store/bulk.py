@@ -9,7 +9,7 @@ Column lists come from the SQLAlchemy tables, so the SQL never drifts from ``mod
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from psycopg.types.json import Jsonb
@@ -17,6 +17,9 @@ from sqlalchemy import JSON, BigInteger, Connection, Float, Integer, Table, sele
 
 from collector.ingest.decode import SpanData
 from collector.store.models import LLMCall, Span
+
+SPANS = cast(Table, Span.__table__)
+CALLS = cast(Table, LLMCall.__table__)
 
 CHUNK = 500  # ids per IN (...) list
 
@@ -77,7 +80,7 @@ def upsert(conn: Connection, table: Table, rows: Sequence[Sequence[Any]]) -> Non
                     r[i] = _dumps(r[i])
             fixed.append(tuple(r))
         rows = fixed
-    conn.exec_driver_sql(sql, list(rows))  # type: ignore[arg-type]
+    conn.exec_driver_sql(sql, list(rows))
 
 
 def _pg_copy_upsert(
@@ -119,12 +122,10 @@ def _pg_copy_upsert(
 
 def delete_calls(conn: Connection, tenant: str, keys: Iterable[tuple[str, str]]) -> None:
     """Delete ``llm_calls`` rows by (trace_id, span_id) (engine calls merged into a parent)."""
-    t = LLMCall.__table__
+    t = CALLS
     for trace_id, span_id in keys:
         conn.execute(
-            t.delete().where(
-                t.c.tenant == tenant, t.c.trace_id == trace_id, t.c.span_id == span_id
-            )
+            t.delete().where(t.c.tenant == tenant, t.c.trace_id == trace_id, t.c.span_id == span_id)
         )
 
 
@@ -132,7 +133,7 @@ def llm_span_index(
     conn: Connection, tenant: str, trace_ids: Iterable[str]
 ) -> list[tuple[str, str, str | None, str]]:
     """(trace_id, span_id, parent_span_id, llm_role) of stored LLM spans in these traces."""
-    t = Span.__table__
+    t = SPANS
     ids = sorted(set(trace_ids))
     out: list[tuple[str, str, str | None, str]] = []
     for i in range(0, len(ids), CHUNK):
@@ -147,12 +148,18 @@ def load_spans(
     conn: Connection, tenant: str, keys: Iterable[tuple[str, str]]
 ) -> dict[tuple[str, str], SpanData]:
     """Stored spans rebuilt as :class:`SpanData`, by (trace_id, span_id)."""
-    t = Span.__table__
+    t = SPANS
     out: dict[tuple[str, str], SpanData] = {}
     for trace_id, span_id in keys:
-        row = conn.execute(
-            select(t).where(t.c.tenant == tenant, t.c.trace_id == trace_id, t.c.span_id == span_id)
-        ).mappings().first()
+        row = (
+            conn.execute(
+                select(t).where(
+                    t.c.tenant == tenant, t.c.trace_id == trace_id, t.c.span_id == span_id
+                )
+            )
+            .mappings()
+            .first()
+        )
         if row is None:
             continue
         out[(trace_id, span_id)] = span_from_row(row)

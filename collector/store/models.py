@@ -8,7 +8,7 @@ Migrations in ``migrations/versions`` mirror these definitions (a test compares 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import BigInteger, Float, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -26,7 +26,10 @@ NAMING_CONVENTION = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {dict[str, Any]: JSONType, list[Any]: JSONType}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSONType,
+        list[Any]: JSONType,
+    }
 
 
 def _utcnow() -> dt.datetime:

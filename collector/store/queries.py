@@ -21,7 +21,7 @@ MAX_PAGE = 1000
 
 @dataclass(frozen=True, slots=True)
 class CallFilter:
-    """Filters of :func:`list_calls`; ``since``/``until`` are unix nanoseconds (inclusive/exclusive)."""
+    """Filters of :func:`list_calls`; ``since`` (inclusive) / ``until`` (exclusive) in unix ns."""
 
     trace_id: str | None = None
     span_id: str | None = None
@@ -155,9 +155,21 @@ def get_call(conn: Connection, tenant: str, call_id: str) -> dict[str, Any] | No
         {
             k: sp[k]
             for k in (
-                "trace_id", "span_id", "parent_span_id", "name", "kind", "service_name",
-                "scope_name", "start_unix_nano", "end_unix_nano", "status_code",
-                "status_message", "attributes", "resource_attributes", "events", "llm_role",
+                "trace_id",
+                "span_id",
+                "parent_span_id",
+                "name",
+                "kind",
+                "service_name",
+                "scope_name",
+                "start_unix_nano",
+                "end_unix_nano",
+                "status_code",
+                "status_message",
+                "attributes",
+                "resource_attributes",
+                "events",
+                "llm_role",
             )
         }
         for sp in spans

@@ -66,7 +66,9 @@ def test_03_gzip_identity_and_bad_encodings(client: TestClient) -> None:
     assert b.status_code == 400
     assert "decompress" in b.json()["message"]
 
-    br = client.post("/v1/traces", content=plain, headers={**JSON_HEADERS, "Content-Encoding": "br"})
+    br = client.post(
+        "/v1/traces", content=plain, headers={**JSON_HEADERS, "Content-Encoding": "br"}
+    )
     assert br.status_code == 415
     assert "'br'" in br.json()["message"]
 

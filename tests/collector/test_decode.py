@@ -120,8 +120,10 @@ def test_json_undecodable_body(raw: bytes) -> None:
 def test_json_structured_attribute_values() -> None:
     attrs = [
         {"key": "arr", "value": {"arrayValue": {"values": [{"stringValue": "stop"}]}}},
-        {"key": "kv", "value": {"kvlistValue": {"values": [
-            {"key": "a", "value": {"boolValue": True}}]}}},
+        {
+            "key": "kv",
+            "value": {"kvlistValue": {"values": [{"key": "a", "value": {"boolValue": True}}]}},
+        },
         {"key": "d", "value": {"doubleValue": 1.5}},
         {"key": "b", "value": {"bytesValue": "AAE="}},
     ]

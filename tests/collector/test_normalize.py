@@ -86,8 +86,13 @@ def test_semconv_current_with_messages() -> None:
                 [{"role": "user", "parts": [{"type": "text", "content": "Weather in Paris?"}]}]
             ),
             "gen_ai.output.messages": json.dumps(
-                [{"role": "assistant", "finish_reason": "stop",
-                  "parts": [{"type": "text", "content": "Sunny."}]}]
+                [
+                    {
+                        "role": "assistant",
+                        "finish_reason": "stop",
+                        "parts": [{"type": "text", "content": "Sunny."}],
+                    }
+                ]
             ),
         },
         dur_s=1.5,
@@ -147,8 +152,15 @@ def test_openinference_llm_span() -> None:
 
 def test_openinference_chain_is_not_a_call() -> None:
     assert llm_role(span({"openinference.span.kind": "CHAIN"}, name="chain")) is None
-    assert llm_role(span({"gen_ai.operation.name": "invoke_agent",
-                          "gen_ai.usage.input_tokens": 5}, name="invoke_agent a")) is None
+    assert (
+        llm_role(
+            span(
+                {"gen_ai.operation.name": "invoke_agent", "gen_ai.usage.input_tokens": 5},
+                name="invoke_agent a",
+            )
+        )
+        is None
+    )
 
 
 def test_openlit_events_and_provider_mapping() -> None:
@@ -173,8 +185,14 @@ def test_openlit_events_and_provider_mapping() -> None:
 
 
 def test_reported_cost_used_only_when_unpriced() -> None:
-    r = rec({"gen_ai.request.model": "my-model", "gen_ai.usage.input_tokens": 1,
-             "gen_ai.usage.output_tokens": 1, "gen_ai.usage.cost": 0.25})
+    r = rec(
+        {
+            "gen_ai.request.model": "my-model",
+            "gen_ai.usage.input_tokens": 1,
+            "gen_ai.usage.output_tokens": 1,
+            "gen_ai.usage.cost": 0.25,
+        }
+    )
     assert r.cost_usd == 0.25 and "cost_reported" in r.flags and "unpriced" not in r.flags
 
 
@@ -239,7 +257,11 @@ def test_merge_gateway_and_engine() -> None:
     assert client is not None and engine is not None
     r = finalize(merge(client, engine), tenant="t", prices=PRICES)
     assert r.span_id == "00000000000000a1" and r.engine_span_id == "00000000000000b2"
-    assert (r.variant, r.rollout, r.service_name) == ("candidate-bad", "support-assistant", "gateway")
+    assert (r.variant, r.rollout, r.service_name) == (
+        "candidate-bad",
+        "support-assistant",
+        "gateway",
+    )
     assert (r.queue_s, r.prefill_s, r.decode_s) == (0.01, 0.04, 1.0)
     assert r.ttft_s == 0.08 and r.e2e_s == pytest.approx(1.1)  # client-observed
     assert r.tpot_s == pytest.approx((1.1 - 0.08) / 10)
@@ -266,14 +288,26 @@ def test_finish_reasons_shapes(raw: Any, expected: list[str] | None) -> None:
 
 
 def test_timing_and_token_guards() -> None:
-    r = rec({"gen_ai.request.model": "gpt-4o", "gen_ai.usage.input_tokens": -5,
-             "gen_ai.usage.output_tokens": "7", "gen_ai.response.time_to_first_chunk": "nan"})
+    r = rec(
+        {
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.usage.input_tokens": -5,
+            "gen_ai.usage.output_tokens": "7",
+            "gen_ai.response.time_to_first_chunk": "nan",
+        }
+    )
     assert r.input_tokens is None and "invalid_usage" in r.flags
     assert r.output_tokens == 7 and r.ttft_s is None and "invalid_timing" in r.flags
     assert r.cost_usd is None and "usage_missing" in r.flags
     # TTFT after the end: TPOT would be negative -> null, flagged
-    r2 = rec({"gen_ai.request.model": "gpt-4o", "gen_ai.usage.input_tokens": 1,
-              "gen_ai.usage.output_tokens": 5, "gen_ai.response.time_to_first_chunk": 3.0})
+    r2 = rec(
+        {
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.usage.input_tokens": 1,
+            "gen_ai.usage.output_tokens": 5,
+            "gen_ai.response.time_to_first_chunk": 3.0,
+        }
+    )
     assert r2.tpot_s is None and "invalid_timing" in r2.flags
 
 
@@ -285,16 +319,33 @@ def test_long_text_truncated_with_marker() -> None:
 
 
 def test_embeddings_without_output_tokens_are_priced() -> None:
-    r = rec({"gen_ai.operation.name": "embeddings", "gen_ai.request.model": "gpt-4o",
-             "gen_ai.usage.input_tokens": 1000}, name="embeddings gpt-4o")
+    r = rec(
+        {
+            "gen_ai.operation.name": "embeddings",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.usage.input_tokens": 1000,
+        },
+        name="embeddings gpt-4o",
+    )
     assert r.operation == "embeddings" and r.cost_usd == pytest.approx(0.0025)
     assert "usage_missing" not in r.flags
 
 
 def test_model_from_span_name_and_invocation_parameters() -> None:
-    r = rec({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 1,
-             "gen_ai.usage.output_tokens": 1}, name="chat gpt-4o-mini")
+    r = rec(
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.usage.input_tokens": 1,
+            "gen_ai.usage.output_tokens": 1,
+        },
+        name="chat gpt-4o-mini",
+    )
     assert r.request_model == "gpt-4o-mini"
-    r2 = rec({"openinference.span.kind": "LLM",
-              "llm.invocation_parameters": json.dumps({"model": "gpt-4o"})}, name="x")
+    r2 = rec(
+        {
+            "openinference.span.kind": "LLM",
+            "llm.invocation_parameters": json.dumps({"model": "gpt-4o"}),
+        },
+        name="x",
+    )
     assert r2.request_model == "gpt-4o"

@@ -60,11 +60,30 @@ def test_protobuf_partial_success(client: TestClient) -> None:
 
 
 def test_json_partial_success_shape(client: TestClient) -> None:
-    body = {"resourceSpans": [{"scopeSpans": [{"spans": [
-        {"traceId": "00" * 16, "spanId": "11" * 8, "name": "x"},
-        {"traceId": "ab" * 16, "spanId": "11" * 8, "name": "chat gpt-4o",
-         "attributes": [{"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o"}}]},
-    ]}]}]}
+    body = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {"traceId": "00" * 16, "spanId": "11" * 8, "name": "x"},
+                            {
+                                "traceId": "ab" * 16,
+                                "spanId": "11" * 8,
+                                "name": "chat gpt-4o",
+                                "attributes": [
+                                    {
+                                        "key": "gen_ai.request.model",
+                                        "value": {"stringValue": "gpt-4o"},
+                                    }
+                                ],
+                            },
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
     r = client.post("/v1/traces", json=body)
     assert r.status_code == 200
     ps = r.json()["partialSuccess"]
@@ -115,14 +134,19 @@ def test_queue_full_answers_503_with_retry_after(sqlite_url: str) -> None:
             conn.exec_driver_sql("BEGIN EXCLUSIVE")
             first = threading.Thread(
                 target=lambda: results.append(
-                    httpx.post(f"{lc.http_url}/v1/traces", content=pb_request(4), headers=PB,
-                               timeout=60).status_code
+                    httpx.post(
+                        f"{lc.http_url}/v1/traces", content=pb_request(4), headers=PB, timeout=60
+                    ).status_code
                 )
             )
             first.start()
             wait_for(lambda: lc.app.state.driftline.writer.queued_spans == 4)
-            r = httpx.post(f"{lc.http_url}/v1/traces", content=pb_request(3, trace_byte=2),
-                           headers=PB, timeout=30)
+            r = httpx.post(
+                f"{lc.http_url}/v1/traces",
+                content=pb_request(3, trace_byte=2),
+                headers=PB,
+                timeout=30,
+            )
             assert r.status_code == 503
             assert r.headers["Retry-After"] == "1"
             conn.exec_driver_sql("ROLLBACK")
@@ -130,7 +154,10 @@ def test_queue_full_answers_503_with_retry_after(sqlite_url: str) -> None:
         assert results == [200]
         assert len(lc.calls()) == 4
         metrics = httpx.get(f"{lc.http_url}/metrics").text
-        assert 'driftline_ingest_requests_refused_total{code="QueueFullError",transport="http"} 1.0' in metrics
+        assert (
+            'driftline_ingest_requests_refused_total{code="QueueFullError",transport="http"} 1.0'
+            in metrics
+        )
     finally:
         locker.dispose()
         lc.stop()
@@ -177,7 +204,9 @@ def test_calls_pagination_and_filters(client: TestClient) -> None:
         ({"cursor": "!!!"}, "cursor"),
     ],
 )
-def test_calls_bad_parameters_are_400(client: TestClient, params: dict[str, Any], needle: str) -> None:
+def test_calls_bad_parameters_are_400(
+    client: TestClient, params: dict[str, Any], needle: str
+) -> None:
     r = client.get("/api/v1/calls", params=params)
     assert r.status_code == 400
     assert needle in r.json()["error"]["message"]
@@ -197,12 +226,33 @@ def test_healthz_and_metrics(client: TestClient) -> None:
 
 
 def test_nul_bytes_are_stored(client: TestClient) -> None:
-    body = {"resourceSpans": [{"scopeSpans": [{"spans": [
-        {"traceId": "cd" * 16, "spanId": "11" * 8, "name": "chat gpt-4o",
-         "attributes": [{"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o"}},
-                        {"key": "input.value", "value": {"stringValue": "a\u0000b"}}]},
-    ]}]}]}
-    r = client.post("/v1/traces", content=json.dumps(body), headers={"Content-Type": "application/json"})
+    body = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "cd" * 16,
+                                "spanId": "11" * 8,
+                                "name": "chat gpt-4o",
+                                "attributes": [
+                                    {
+                                        "key": "gen_ai.request.model",
+                                        "value": {"stringValue": "gpt-4o"},
+                                    },
+                                    {"key": "input.value", "value": {"stringValue": "a\u0000b"}},
+                                ],
+                            },
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
+    r = client.post(
+        "/v1/traces", content=json.dumps(body), headers={"Content-Type": "application/json"}
+    )
     assert r.status_code == 200, r.text
     (c,) = client.get("/api/v1/calls").json()["items"]
     assert c["input_text"] in ("a\u0000b", "a\ufffdb")

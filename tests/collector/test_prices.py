@@ -50,8 +50,12 @@ def test_shipped_table_and_user_override(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "doc",
-    [[1], {"models": {"m": {"input": 1}}}, {"models": {"m": {"input": -1, "output": 1}}},
-     {"models": {"m": "cheap"}}],
+    [
+        [1],
+        {"models": {"m": {"input": 1}}},
+        {"models": {"m": {"input": -1, "output": 1}}},
+        {"models": {"m": "cheap"}},
+    ],
 )
 def test_bad_user_file_names_the_variable(tmp_path: Path, doc: object) -> None:
     f = tmp_path / "p.json"

@@ -57,7 +57,8 @@ def gateway_and_engine(gw: TracerProvider, engine: TracerProvider) -> None:
                 "gen_ai.response.time_to_first_chunk": 0.07,
                 "driftline.rollout": "support-assistant",
                 "driftline.variant": "candidate-bad",
-                "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]',
+                "gen_ai.input.messages": '[{"role":"user",'
+                '"parts":[{"type":"text","content":"hi"}]}]',
                 "gen_ai.output.messages": '[{"role":"assistant","finish_reason":"stop",'
                 '"parts":[{"type":"text","content":"hello"}]}]',
             }

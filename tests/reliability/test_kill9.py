@@ -22,9 +22,22 @@ from tests.conftest import free_port, wait_for
 def start_collector(db_url: str, port: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "DRIFTLINE_DATABASE_URL": db_url}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "collector.cli", "collector", "--dev", "--port", str(port),
-         "--grpc-port", "0", "--log-level", "warning"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "collector.cli",
+            "collector",
+            "--dev",
+            "--port",
+            str(port),
+            "--grpc-port",
+            "0",
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
 
     def up() -> bool:
@@ -82,8 +95,9 @@ def test_kill9_loses_no_acknowledged_span(tmp_path: Path) -> None:
             rows = conn.execute(
                 text("SELECT trace_id, COUNT(*) FROM spans GROUP BY trace_id")
             ).all()
-            calls = conn.execute(text("SELECT COUNT(*), COUNT(DISTINCT trace_id || span_id) "
-                                      "FROM llm_calls")).one()
+            calls = conn.execute(
+                text("SELECT COUNT(*), COUNT(DISTINCT trace_id || span_id) FROM llm_calls")
+            ).one()
         eng.dispose()
         per_trace = {int(t, 16): n for t, n in rows}
         for batch_id in acked:
