@@ -23,6 +23,10 @@ from serving.settings import (
 )
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _die(exc: Exception) -> None:
     click.echo(f"error: {exc}", err=True)
     sys.exit(2)
@@ -128,11 +132,11 @@ def up_cmd(
     log = settings.state_dir / "logs" / "vllm.log"
     click.echo(f"starting vLLM ({spec.device}); log: {log}")
     engine = EngineProcess(spec, log_path=log)
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # stop in `finally`, not in the handler
     engine.start()
     try:
         engine.wait_ready(settings.startup_timeout_s)
         click.echo(f"vLLM ready: {spec.url}/v1  (models: {spec.url}/v1/models)")
-        signal.signal(signal.SIGTERM, lambda *_: engine.stop())
         assert engine.proc is not None
         engine.proc.wait()
     except ServingError as exc:
