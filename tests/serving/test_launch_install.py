@@ -123,3 +123,17 @@ def test_prepare_model_is_instant_when_cached_and_errors_without_venv(tmp_path: 
     result = prepare_model(s, progress=lines.append)  # no venv needed: nothing to do
     assert not result.converted and "cached" in lines[0]
     assert set(result.adapters) == {"candidate-good", "candidate-bad"}
+
+
+def test_importing_collector_and_serving_never_imports_vllm_or_torch() -> None:
+    import subprocess
+
+    code = (
+        "import sys, collector.cli, serving.cli, serving.gateway, serving.load, serving.prepare,"
+        " serving.install, serving.engine, serving.launch\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('vllm', 'torch', 'transformers', 'peft'))\n"
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
