@@ -14,12 +14,15 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from collector.api import calls, errors, health, otlp
-from collector.api.deps import DEV_TENANT, AppState
+from collector.api.deps import DEV_TENANT, AppState, principal_of
+from collector.auth import ForbiddenError, KeyStore, ensure_tenant
 from collector.cost.prices import PriceTable
 from collector.errors import ConfigError
 from collector.ingest.grpc_server import TraceService, start_grpc_server
 from collector.ingest.writer import BatchWriter
+from collector.jobs import load_jobs
 from collector.metrics import IngestMetrics
+from collector.scheduler import JobContext, Scheduler
 from collector.settings import Settings
 from collector.store import engine as store_engine
 
@@ -40,15 +43,9 @@ def check_mode(settings: Settings) -> None:
     """Refuse unsafe modes at start-up.
 
     Raises:
-        ConfigError: not ``--dev`` (API keys arrive with the API issue) or ``--dev`` bound
-            beyond loopback.
+        ConfigError: ``--dev`` (no authentication) bound beyond loopback.
     """
-    if not settings.dev:
-        raise ConfigError(
-            "DRIFTLINE_DEV: API keys are not available in this version; run with --dev "
-            "(single tenant `default`, loopback only)"
-        )
-    if not is_loopback(settings.host):
+    if settings.dev and not is_loopback(settings.host):
         raise ConfigError(
             f"DRIFTLINE_HOST: --dev has no authentication and binds loopback only, "
             f"got {settings.host!r}"
@@ -74,12 +71,20 @@ def create_app(settings: Settings) -> FastAPI:
             max_text_chars=settings.max_text_chars,
         )
         writer.start()
-        state = AppState(settings, engine, prices, writer, metrics)
+        keys = KeyStore(engine)
+        state = AppState(settings, engine, prices, writer, metrics, keys)
+        if settings.dev:
+            ensure_tenant(engine, DEV_TENANT)
+
+        def grpc_tenant(authorization: str | None) -> str:
+            principal = principal_of(state, authorization)
+            if not principal.allows("ingest"):
+                raise ForbiddenError(f"this API key (role {principal.role}) may not ingest")
+            return principal.tenant
+
         grpc_server = None
         if settings.grpc_port >= 0 and settings.grpc_enabled:
-            servicer = TraceService(
-                writer, metrics, lambda _ctx: DEV_TENANT, settings.max_text_chars
-            )
+            servicer = TraceService(writer, metrics, grpc_tenant, settings.max_text_chars)
             grpc_server, state.grpc_port = start_grpc_server(
                 servicer,
                 settings.host,
@@ -88,9 +93,15 @@ def create_app(settings: Settings) -> FastAPI:
             )
             log.info("OTLP/gRPC receiver on %s:%s", settings.host, state.grpc_port)
         app.state.driftline = state
+        scheduler = Scheduler(
+            JobContext(settings, engine, metrics.registry, {"state": state}),
+            load_jobs(settings) if settings.scheduler_enabled else [],
+        )
+        scheduler.start()
         try:
             yield
         finally:
+            await scheduler.stop()
             if grpc_server is not None:
                 grpc_server.stop(grace=5).wait(10)
             writer.close()

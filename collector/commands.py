@@ -55,10 +55,10 @@ def db() -> None:
 
 
 @db.command("upgrade")
-@click.argument("revision", default="head")
+@click.argument("revision", default="heads")
 @click.option("--database-url", default=None)
 def db_upgrade(revision: str, database_url: str | None) -> None:
-    """Migrate the store up to REVISION (default head)."""
+    """Migrate the store up to REVISION (default: all heads)."""
     settings = load_settings(database_url=database_url)
     store_engine.upgrade(settings.database_url, revision)
     click.echo(f"at revision {store_engine.current(settings.database_url)}")

@@ -36,7 +36,10 @@ class Settings(BaseSettings):
     grpc_port: int = Field(4317, ge=0, le=65535, description="OTLP/gRPC port (0 = any free port).")
     grpc_enabled: bool = Field(True, description="Serve OTLP/gRPC next to OTLP/HTTP.")
     dev: bool = Field(False, description="Single tenant `default`, no API keys; loopback only.")
-    auto_migrate: bool = Field(True, description="Run alembic `upgrade head` at start-up.")
+    auto_migrate: bool = Field(True, description="Run alembic `upgrade heads` at start-up.")
+    scheduler_enabled: bool = Field(
+        True, description="Run the periodic jobs (scrapes, drift, canary, judges, alerts)."
+    )
 
     max_body_bytes: int = Field(
         64 * 1024 * 1024,

@@ -1,19 +1,27 @@
-"""Typed FastAPI dependencies: the app state and the tenant of the request."""
+"""Typed FastAPI dependencies: the app state and the tenant of the request, per permission.
+
+``--dev``: every request is tenant ``default`` with every permission (loopback only).
+Otherwise ``Authorization: Bearer <key>`` decides the tenant; a key without the permission
+gets 403, a missing/invalid key 401.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from sqlalchemy import Engine
 
+from collector.auth import ForbiddenError, KeyStore, Principal
 from collector.cost.prices import PriceTable
 from collector.ingest.writer import BatchWriter
 from collector.metrics import IngestMetrics
 from collector.settings import Settings
 
 DEV_TENANT = "default"
+DEV_PRINCIPAL = Principal(tenant=DEV_TENANT, role="admin", key_id=None)
 
 
 @dataclass
@@ -25,7 +33,9 @@ class AppState:
     prices: PriceTable
     writer: BatchWriter
     metrics: IngestMetrics
+    keys: KeyStore
     grpc_port: int | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
 
 
 def get_state(request: Request) -> AppState:
@@ -33,10 +43,37 @@ def get_state(request: Request) -> AppState:
     return state
 
 
-def get_tenant(request: Request) -> str:
-    """The tenant of the request. In ``--dev`` mode every request is tenant ``default``."""
-    return DEV_TENANT
+def principal_of(state: AppState, authorization: str | None) -> Principal:
+    """Resolve the caller (dev mode: the default admin)."""
+    if state.settings.dev:
+        return DEV_PRINCIPAL
+    return state.keys.verify(authorization)
+
+
+def get_principal(request: Request) -> Principal:
+    return principal_of(get_state(request), request.headers.get("authorization"))
+
+
+def _tenant_with(permission: str) -> Callable[[Request], str]:
+    def dependency(request: Request) -> str:
+        principal = get_principal(request)
+        if not principal.allows(permission):
+            raise ForbiddenError(f"this API key (role {principal.role}) may not {permission}")
+        return principal.tenant
+
+    dependency.__name__ = f"tenant_with_{permission}"
+    return dependency
 
 
 State = Annotated[AppState, Depends(get_state)]
-Tenant = Annotated[str, Depends(get_tenant)]
+CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+#: tenant of a caller allowed to read (GET routes)
+ReadTenant = Annotated[str, Depends(_tenant_with("read"))]
+#: tenant of a caller allowed to send telemetry and feedback
+IngestTenant = Annotated[str, Depends(_tenant_with("ingest"))]
+#: tenant of a caller allowed to label review samples
+ReviewTenant = Annotated[str, Depends(_tenant_with("review"))]
+#: tenant of an admin (rollout changes, receivers, keys)
+AdminTenant = Annotated[str, Depends(_tenant_with("admin"))]
+#: kept for the read routes written before roles existed
+Tenant = ReadTenant

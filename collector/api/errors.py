@@ -15,6 +15,7 @@ from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from collector.auth import AuthError, ForbiddenError
 from collector.errors import (
     BadRequestError,
     BodyTooLargeError,
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 _STATUS: list[tuple[type[CollectorError], int, str, int]] = [
     (DecodeError, 400, "bad_request", code_pb2.INVALID_ARGUMENT),
     (BadRequestError, 400, "bad_request", code_pb2.INVALID_ARGUMENT),
+    (AuthError, 401, "unauthorized", code_pb2.UNAUTHENTICATED),
+    (ForbiddenError, 403, "forbidden", code_pb2.PERMISSION_DENIED),
     (NotFoundError, 404, "not_found", code_pb2.NOT_FOUND),
     (BodyTooLargeError, 413, "body_too_large", code_pb2.RESOURCE_EXHAUSTED),
     (UnsupportedMediaError, 415, "unsupported_media_type", code_pb2.INVALID_ARGUMENT),

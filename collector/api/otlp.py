@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.api.deps import State, Tenant
+from collector.api.deps import IngestTenant, State
 from collector.errors import BodyTooLargeError, CollectorError
 from collector.ingest import decode as codec
 from collector.ingest import service
@@ -40,7 +40,7 @@ def otlp_response(media: str, rejected: int, message: str) -> Response:
 
 
 @router.post("/v1/traces", tags=["otlp"], summary="OTLP/HTTP trace export")
-async def export_traces(request: Request, state: State, tenant: Tenant) -> Response:
+async def export_traces(request: Request, state: State, tenant: IngestTenant) -> Response:
     media = codec.media_type(request.headers.get("content-type"))
     encoding = codec.content_encoding(request.headers.get("content-encoding"))
     limit = state.settings.max_body_bytes

@@ -162,9 +162,7 @@ def input_text(attrs: Mapping[str, Any], events: list[dict[str, Any]]) -> str | 
         value = attrs.get(key)
         if isinstance(value, str) and value:
             parsed = _messages(value)
-            rendered = (
-                render_conversation(parsed) if parsed and parsed != [(None, value)] else None
-            )
+            rendered = render_conversation(parsed) if parsed and parsed != [(None, value)] else None
             return rendered or value
     return render_conversation(system)
 

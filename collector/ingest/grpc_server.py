@@ -13,6 +13,7 @@ from concurrent import futures
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
+from collector.auth import AuthError, ForbiddenError
 from collector.errors import QueueFullError, StoreUnavailableError
 from collector.ingest import service
 from collector.ingest.decode import spans_from_request
@@ -24,13 +25,14 @@ COMMIT_TIMEOUT_S = 60.0
 
 
 class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    """Servicer bound to one writer; ``tenant_of`` maps the call's metadata to a tenant."""
+    """Servicer bound to one writer; ``tenant_of`` maps the ``authorization`` metadata value
+    (or None) to a tenant, raising AuthError / ForbiddenError."""
 
     def __init__(
         self,
         writer: BatchWriter,
         metrics: IngestMetrics,
-        tenant_of: Callable[[grpc.ServicerContext], str],
+        tenant_of: Callable[[str | None], str],
         max_text_chars: int,
     ) -> None:
         self._writer = writer
@@ -43,7 +45,13 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         request: trace_service_pb2.ExportTraceServiceRequest,
         context: grpc.ServicerContext,
     ) -> trace_service_pb2.ExportTraceServiceResponse:
-        tenant = self._tenant_of(context)
+        metadata = dict(context.invocation_metadata() or ())
+        try:
+            tenant = self._tenant_of(metadata.get("authorization"))
+        except AuthError as exc:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+        except ForbiddenError as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         batch = spans_from_request(request)
         try:
             pending = service.submit(

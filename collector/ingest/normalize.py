@@ -167,6 +167,7 @@ class Extract:
     reported_cost_usd: float | None
     flags: frozenset[str]
     engine_span_id: str | None = None
+    redactions: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +219,7 @@ class CallRecord:
     input_text: str | None
     output_text: str | None
     dialect: str
+    redactions: int | None = None
 
 
 CALL_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(CallRecord))
@@ -476,6 +478,9 @@ def merge(client: Extract, engine: Extract) -> Extract:
         },
         status="error" if "error" in (client.status, engine.status) else client.status,
         flags=client.flags | engine.flags,
+        redactions=None
+        if client.redactions is None and engine.redactions is None
+        else (client.redactions or 0) + (engine.redactions or 0),
     )
 
 
@@ -563,6 +568,7 @@ def finalize(ex: Extract, *, tenant: str, prices: PriceTable) -> CallRecord:
         input_text=ex.input_text,
         output_text=ex.output_text,
         dialect=ex.dialect,
+        redactions=ex.redactions,
     )
 
 

@@ -70,8 +70,8 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
-def upgrade(url: str, revision: str = "head") -> None:
-    """Migrate the database at ``url`` up to ``revision``."""
+def upgrade(url: str, revision: str = "heads") -> None:
+    """Migrate the database at ``url`` up to ``revision`` (default: every branch head)."""
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
@@ -95,10 +95,12 @@ def downgrade(url: str, revision: str = "base") -> None:
 
 
 def current(url: str) -> str | None:
-    """The revision the database at ``url`` is at, or None when it has none."""
+    """The revision(s) the database at ``url`` is at (comma separated when several branches
+    are applied), or None when it has none."""
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+            heads = MigrationContext.configure(conn).get_current_heads()
+            return ",".join(sorted(heads)) or None
     finally:
         engine.dispose()
