@@ -6,6 +6,7 @@ writer and the OTLP/gRPC receiver, and stops them in reverse order.
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import logging
 from collections.abc import AsyncIterator
@@ -13,7 +14,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from collector.api import calls, errors, health, otlp
+from collector.api import errors
 from collector.api.deps import DEV_TENANT, AppState, principal_of
 from collector.auth import ForbiddenError, KeyStore, ensure_tenant
 from collector.cost.prices import PriceTable
@@ -27,6 +28,13 @@ from collector.settings import Settings
 from collector.store import engine as store_engine
 
 log = logging.getLogger(__name__)
+
+#: "module:attribute" of every APIRouter the app serves; one line per resource.
+ROUTERS: list[str] = [
+    "collector.api.otlp:router",
+    "collector.api.calls:router",
+    "collector.api.health:router",
+]
 
 
 def is_loopback(host: str) -> bool:
@@ -114,7 +122,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
-    app.include_router(otlp.router)
-    app.include_router(calls.router)
-    app.include_router(health.router)
+    for ref in ROUTERS:
+        module_name, attr = ref.split(":")
+        app.include_router(getattr(importlib.import_module(module_name), attr))
     return app
