@@ -14,12 +14,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from collector import feedback
 from collector.api import errors
 from collector.api.deps import DEV_TENANT, AppState, principal_of
 from collector.auth import ForbiddenError, KeyStore, ensure_tenant
 from collector.cost.prices import PriceTable
 from collector.errors import ConfigError
 from collector.ingest.grpc_server import TraceService, start_grpc_server
+from collector.ingest.normalize import CallRecord
 from collector.ingest.writer import BatchWriter
 from collector.jobs import load_jobs
 from collector.metrics import IngestMetrics
@@ -34,6 +36,7 @@ ROUTERS: list[str] = [
     "collector.api.otlp:router",
     "collector.api.calls:router",
     "collector.api.health:router",
+    "collector.api.feedback:router",
 ]
 
 
@@ -83,6 +86,19 @@ def create_app(settings: Settings) -> FastAPI:
         state = AppState(settings, engine, prices, writer, metrics, keys)
         if settings.dev:
             ensure_tenant(engine, DEV_TENANT)
+        pending = feedback.has_pending(engine)
+        state.extras["feedback_pending_tenants"] = pending
+
+        def link_feedback(tenant: str, records: list[CallRecord]) -> None:
+            if tenant in pending:
+                feedback.link_pending(
+                    engine,
+                    tenant,
+                    (r.trace_id for r in records),
+                    (x for r in records for x in (r.response_id, r.call_id) if x),
+                )
+
+        writer.add_after_commit(link_feedback)
 
         def grpc_tenant(authorization: str | None) -> str:
             principal = principal_of(state, authorization)

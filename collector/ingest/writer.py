@@ -162,14 +162,15 @@ def write_batch(
     *,
     max_text_chars: int = 1_000_000,
     received_unix_nano: int | None = None,
-) -> int:
-    """Write (tenant, items) batches in ONE transaction; returns the number of spans written.
+) -> dict[str, list[CallRecord]]:
+    """Write (tenant, items) batches in ONE transaction; returns the call records written,
+    by tenant.
 
     Raises:
         sqlalchemy.exc.DBAPIError: the database refused the transaction (nothing is written).
     """
     received = received_unix_nano or time.time_ns()
-    written = 0
+    written: dict[str, list[CallRecord]] = {}
     by_tenant: dict[str, list[Item]] = {}
     for tenant, items in batches:
         by_tenant.setdefault(tenant, []).extend(items)
@@ -185,13 +186,12 @@ def write_batch(
                     extracts[key] = it.extract
             calls, deletes = resolve_calls(conn, tenant, extracts, max_text_chars)
             bulk.upsert(conn, bulk.SPANS, list(span_rows.values()))
-            records = {
-                (c.trace_id, c.span_id): _call_row(finalize(c, tenant=tenant, prices=prices))
-                for c in calls
+            finals = {
+                (c.trace_id, c.span_id): finalize(c, tenant=tenant, prices=prices) for c in calls
             }
-            bulk.upsert(conn, bulk.CALLS, list(records.values()))
-            bulk.delete_calls(conn, tenant, [k for k in deletes if k not in records])
-            written += len(span_rows)
+            bulk.upsert(conn, bulk.CALLS, [_call_row(r) for r in finals.values()])
+            bulk.delete_calls(conn, tenant, [k for k in deletes if k not in finals])
+            written[tenant] = list(finals.values())
     return written
 
 
@@ -220,8 +220,10 @@ class BatchWriter:
         max_queue_spans: int = 200_000,
         max_batch_spans: int = 20_000,
         max_text_chars: int = 1_000_000,
+        after_commit: Sequence[Callable[[str, list[CallRecord]], None]] = (),
     ) -> None:
         self._engine = engine
+        self._after_commit = list(after_commit)
         self._prices = prices
         self._max_queue = max_queue_spans
         self._max_batch = max_batch_spans
@@ -287,13 +289,28 @@ class BatchWriter:
                 n += len(job.items)
             return jobs
 
+    def add_after_commit(self, hook: Callable[[str, list[CallRecord]], None]) -> None:
+        """Run ``hook(tenant, records)`` after each commit (errors are logged, never raised)."""
+        self._after_commit.append(hook)
+
     def _write(self, jobs: list[_Job]) -> None:
-        write_batch(
+        written = write_batch(
             self._engine,
             [(j.tenant, j.items) for j in jobs],
             self._prices,
             max_text_chars=self._max_text_chars,
         )
+        # hooks run before the acknowledgement so that a client reading after its 200 sees
+        # their effects (e.g. feedback linked); they never fail the (committed) write
+        for tenant, records in written.items():
+            for hook in self._after_commit:
+                try:
+                    hook(tenant, records)
+                except Exception:
+                    log.exception("after-commit hook %r failed", hook)
+        for j in jobs:
+            if not j.future.done():
+                j.future.set_result(len(j.items))
 
     def _run(self) -> None:
         while True:
@@ -304,8 +321,6 @@ class BatchWriter:
             try:
                 try:
                     self._write(jobs)
-                    for j in jobs:
-                        j.future.set_result(len(j.items))
                 except OperationalError:
                     raise
                 except DBAPIError:
@@ -342,7 +357,6 @@ class BatchWriter:
     def _write_one(self, job: _Job) -> None:
         try:
             self._write([job])
-            job.future.set_result(len(job.items))
         except OperationalError as exc:
             job.future.set_exception(StoreUnavailableError(f"the store is unavailable: {exc}"))
         except DBAPIError as exc:
