@@ -1,4 +1,5 @@
-"""Tables of alerting (collector/alerts): rules, receivers, alerts, groups, silences, outbox."""
+"""Tables of alerting (collector/alerts): rules, receivers, alerts, groups, silences, outbox,
+and the inbox of events (drift, canary, judges, collector health) fed to event rules."""
 
 from __future__ import annotations
 
@@ -121,7 +122,9 @@ class AlertNotification(Base):
     """The durable webhook outbox: one row per notification, retried until delivered or failed.
 
     ``payload`` is the exact body sent on every attempt; ``id`` is the idempotency key
-    (``webhook-id``). ``status`` is ``pending``, ``delivered`` or ``failed``.
+    (``webhook-id``). ``status`` is ``pending``, ``delivered`` or ``failed``. ``seq`` is the
+    notification's number within its group: rows of one (tenant, receiver, group) are delivered
+    in ``seq`` order (NULL: no group order, e.g. test notifications).
     """
 
     __tablename__ = "alert_notifications"
@@ -143,8 +146,33 @@ class AlertNotification(Base):
     delivered_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     failed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     failure_reason: Mapped[str | None] = mapped_column(String(32))
+    seq: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         Index("ix_alert_notifications_due", "status", "next_attempt_at"),
         Index("ix_alert_notifications_group", "tenant", "group_id"),
     )
+
+
+class AlertEventRow(Base):
+    """One event for event rules (``collector.alerts.events.emit_event``): a durable inbox.
+
+    ``kind`` is an ``EventKind`` (``drift_detected``, ``canary_rollback``, ...); ``occurred_at``
+    is when it happened, ``consumed_at`` when an evaluation applied it (NULL: not yet), in
+    the same transaction as the alert state it changed. ``resolved`` True clears the condition.
+    """
+
+    __tablename__ = "alert_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(64))
+    labels: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    annotations: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    value: Mapped[float | None] = mapped_column(Float)
+    resolved: Mapped[bool] = mapped_column()
+    occurred_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=_utcnow)
+    consumed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_alert_events_inbox", "tenant", "consumed_at", "id"),)
