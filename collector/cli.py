@@ -18,6 +18,9 @@ from collector.errors import ConfigError
 LAZY_COMMANDS: dict[str, str] = {
     "collector": "collector.commands:collector",
     "db": "collector.commands:db",
+    "keys": "collector.commands:keys",
+    "tenants": "collector.commands:tenants",
+    "retention": "collector.commands:retention",
     "demo": "collector.demo:demo",
     "serving": "serving.cli:serving",
     "gateway": "serving.cli:gateway",

@@ -80,3 +80,114 @@ def db_current(database_url: str | None) -> None:
     """Print the store's current revision."""
     settings = load_settings(database_url=database_url)
     click.echo(store_engine.current(settings.database_url) or "none (empty database)")
+
+
+@click.group("keys")
+def keys() -> None:
+    """API keys: the tenant of every stored row comes from the key that sent it."""
+
+
+@keys.command("create")
+@click.option("--tenant", required=True, help="Tenant name (created if new).")
+@click.option(
+    "--role",
+    type=click.Choice(["ingest", "read", "reviewer", "admin"]),
+    default="ingest",
+    show_default=True,
+)
+@click.option("--name", default=None, help="A label for the key.")
+@click.option("--database-url", default=None)
+def keys_create(tenant: str, role: str, name: str | None, database_url: str | None) -> None:
+    """Create a key and print it once (only its hash is stored)."""
+    from collector.auth import create_key
+
+    settings = load_settings(database_url=database_url)
+    store_engine.upgrade(settings.database_url)
+    eng = store_engine.make_engine(settings.database_url)
+    try:
+        key = create_key(eng, tenant, role, name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    finally:
+        eng.dispose()
+    click.echo(key)
+    click.echo(
+        f"(tenant {tenant}, role {role}; shown once. Use `Authorization: Bearer <key>`, e.g. "
+        'OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer <key>")',
+        err=True,
+    )
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@click.option("--database-url", default=None)
+def keys_revoke(key_id: str, database_url: str | None) -> None:
+    """Revoke a key by its id (the part after `dl_`)."""
+    from collector.auth import revoke_key
+
+    settings = load_settings(database_url=database_url)
+    eng = store_engine.make_engine(settings.database_url)
+    try:
+        if not revoke_key(eng, key_id.removeprefix("dl_").split("_")[0]):
+            raise click.ClickException(f"no active key {key_id}")
+    finally:
+        eng.dispose()
+    click.echo(f"revoked {key_id}")
+
+
+@click.group("tenants")
+def tenants() -> None:
+    """Tenant policies: content capture and retention."""
+
+
+@tenants.command("set")
+@click.argument("name")
+@click.option("--capture-content", type=click.Choice(["none", "redacted", "full"]), default=None)
+@click.option("--retention-days", type=click.IntRange(min=1), default=None)
+@click.option("--database-url", default=None)
+def tenants_set(
+    name: str, capture_content: str | None, retention_days: int | None, database_url: str | None
+) -> None:
+    """Create or update tenant NAME's policy."""
+    from sqlalchemy import update
+
+    from collector.auth import ensure_tenant
+    from collector.store.models import Tenant
+
+    settings = load_settings(database_url=database_url)
+    store_engine.upgrade(settings.database_url)
+    eng = store_engine.make_engine(settings.database_url)
+    try:
+        ensure_tenant(eng, name)
+        values: dict[str, object] = {}
+        if capture_content:
+            values["capture_content"] = capture_content
+        if retention_days:
+            values["retention_days"] = retention_days
+        if values:
+            with eng.begin() as conn:
+                conn.execute(update(Tenant).where(Tenant.name == name).values(**values))
+    finally:
+        eng.dispose()
+    click.echo(f"tenant {name}: {values or 'unchanged'}")
+
+
+@click.group("retention")
+def retention() -> None:
+    """Delete telemetry older than each tenant's retention policy."""
+
+
+@retention.command("apply")
+@click.option("--batch-size", type=click.IntRange(min=1), default=5000, show_default=True)
+@click.option("--database-url", default=None)
+def retention_apply(batch_size: int, database_url: str | None) -> None:
+    """Delete calls, spans and linked feedback older than the tenant's retention_days."""
+    from collector.retention import apply_retention
+
+    settings = load_settings(database_url=database_url)
+    eng = store_engine.make_engine(settings.database_url)
+    try:
+        for tenant, counts in apply_retention(eng, batch_size=batch_size).items():
+            click.echo(f"{tenant}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+    finally:
+        eng.dispose()
