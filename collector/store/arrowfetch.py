@@ -1,0 +1,156 @@
+"""Arrow reads of the store through ADBC (adbc-driver-sqlite / adbc-driver-postgresql).
+
+The analytics path of DESIGN.md ("analytics read through ADBC into Arrow, then DuckDB"): SQL
+with the row filters pushed down is run by the ADBC driver, the result arrives as a
+``pyarrow.Table`` and is cast to a fixed schema derived from the SQLAlchemy tables, so DuckDB
+always sees the same column types whatever the rows held (SQLite's driver infers a type per
+result from its values; a column that is entirely NULL would otherwise come back as INT64).
+
+Large time ranges are read in ``slices`` contiguous time slices on parallel connections (the
+drivers release the GIL while stepping the statement), then concatenated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from sqlalchemy import JSON, BigInteger, Boolean, Float, Integer, Table
+from sqlalchemy.engine import make_url
+
+#: default number of parallel time slices for a large read
+FETCH_SLICES = 4
+#: SQLite's driver infers column types from the first batch: one batch (up to 1e8 rows, the
+#: driver's limit is an int) gives every column one consistent type.
+_SQLITE_BATCH_ROWS = str(100_000_000)
+
+
+def arrow_type(column: Any) -> pa.DataType:
+    """The Arrow type of a SQLAlchemy column (JSON travels as its text)."""
+    t = column.type
+    if isinstance(t, JSON):
+        return pa.string()
+    if isinstance(t, BigInteger | Integer):
+        return pa.int64()
+    if isinstance(t, Float):
+        return pa.float64()
+    if isinstance(t, Boolean):
+        return pa.bool_()
+    return pa.string()
+
+
+def adbc_target(database_url: str) -> tuple[str, str]:
+    """(dialect, driver URI) for a SQLAlchemy URL.
+
+    ``sqlite:///path`` → ``("sqlite", "path")``;
+    ``postgresql+psycopg://user:pw@host:port/db`` → ``("postgresql", "postgresql://...")``
+    (a libpq URI, query parameters kept).
+
+    Raises:
+        ValueError: another dialect, or an in-memory SQLite database (not shareable).
+    """
+    url = make_url(database_url)
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        db = url.database
+        if not db or db == ":memory:":
+            raise ValueError("database_url: an in-memory SQLite database cannot be read by ADBC")
+        return "sqlite", db
+    if backend == "postgresql":
+        libpq = url.set(drivername="postgresql")
+        return "postgresql", libpq.render_as_string(hide_password=False)
+    raise ValueError(f"database_url: sqlite or postgresql expected, got {backend!r}")
+
+
+def connect(database_url: str) -> Any:
+    """An ADBC DB-API connection to the store at ``database_url`` (see :func:`adbc_target`)."""
+    dialect, uri = adbc_target(database_url)
+    if dialect == "sqlite":
+        import adbc_driver_sqlite.dbapi as sqlite_dbapi
+
+        return sqlite_dbapi.connect(uri)
+    import adbc_driver_postgresql.dbapi as pg_dbapi
+
+    return pg_dbapi.connect(uri)
+
+
+@dataclass
+class SqlBuilder:
+    """Collects bind parameters with the placeholder style of the dialect (``?`` / ``$n``)."""
+
+    dialect: str
+    params: list[Any] = field(default_factory=list)
+
+    def param(self, value: Any) -> str:
+        self.params.append(value)
+        return "?" if self.dialect == "sqlite" else f"${len(self.params)}"
+
+
+def run_query(database_url: str, sql: str, params: Sequence[Any], schema: pa.Schema) -> pa.Table:
+    """Run one ``SELECT`` through ADBC and return its rows cast to ``schema`` (column order of
+    the SELECT must match the schema's)."""
+    dialect, _ = adbc_target(database_url)
+    with connect(database_url) as conn:
+        cur = conn.cursor()
+        try:
+            if dialect == "sqlite":
+                cur.adbc_statement.set_options(
+                    **{"adbc.sqlite.query.batch_rows": _SQLITE_BATCH_ROWS}
+                )
+            cur.execute(sql, parameters=list(params) if params else None)
+            table: pa.Table = cur.fetch_arrow_table()
+        finally:
+            cur.close()
+    return conform(table, schema)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with the names and types of ``schema`` (all-NULL columns of any type cast)."""
+    arrays = []
+    for i, f in enumerate(schema):
+        col = table.column(i)
+        if col.type != f.type:
+            col = pa.nulls(len(col), f.type) if col.null_count == len(col) else col.cast(f.type)
+        arrays.append(col)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def time_slices(since_ns: int, until_ns: int, slices: int) -> list[tuple[int, int]]:
+    """``slices`` contiguous half-open ranges covering ``[since_ns, until_ns)``."""
+    n = max(1, min(slices, until_ns - since_ns))
+    edges = [since_ns + (until_ns - since_ns) * k // n for k in range(n + 1)]
+    return [(edges[k], edges[k + 1]) for k in range(n) if edges[k] < edges[k + 1]]
+
+
+#: a read window: (since_ns, until_ns) with None for an open side, or None for "start unknown"
+Window = tuple[int | None, int | None] | None
+
+
+def fetch_windows(
+    database_url: str,
+    build: Callable[[SqlBuilder, Window], str],
+    schema: pa.Schema,
+    windows: Sequence[Window],
+) -> pa.Table:
+    """Run ``build(sql, window)`` for every window (in parallel when several) and concatenate
+    the results in window order."""
+    dialect, _ = adbc_target(database_url)
+
+    def one(window: Window) -> pa.Table:
+        b = SqlBuilder(dialect)
+        sql = build(b, window)
+        return run_query(database_url, sql, b.params, schema)
+
+    if len(windows) == 1:
+        return one(windows[0])
+    with ThreadPoolExecutor(max_workers=len(windows), thread_name_prefix="adbc-fetch") as pool:
+        parts = list(pool.map(one, windows))
+    return pa.concat_tables(parts)
+
+
+def column_schema(table: Table, names: Sequence[str]) -> list[pa.Field]:
+    """Arrow fields of ``names`` in ``table``."""
+    return [pa.field(n, arrow_type(table.c[n])) for n in names]
