@@ -20,6 +20,7 @@ from collector.api.deps import DEV_TENANT, AppState, principal_of
 from collector.auth import ForbiddenError, KeyStore, ensure_tenant
 from collector.cost.prices import PriceTable
 from collector.errors import ConfigError
+from collector.ingest.capture import CapturePolicies
 from collector.ingest.grpc_server import TraceService, start_grpc_server
 from collector.ingest.normalize import CallRecord
 from collector.ingest.writer import BatchWriter
@@ -37,6 +38,7 @@ ROUTERS: list[str] = [
     "collector.api.calls:router",
     "collector.api.health:router",
     "collector.api.feedback:router",
+    "collector.api.rollouts:router",
 ]
 
 
@@ -83,7 +85,8 @@ def create_app(settings: Settings) -> FastAPI:
         )
         writer.start()
         keys = KeyStore(engine)
-        state = AppState(settings, engine, prices, writer, metrics, keys)
+        capture = CapturePolicies(engine, settings.capture_content)
+        state = AppState(settings, engine, prices, writer, metrics, keys, capture)
         if settings.dev:
             ensure_tenant(engine, DEV_TENANT)
         pending = feedback.has_pending(engine)
@@ -108,7 +111,9 @@ def create_app(settings: Settings) -> FastAPI:
 
         grpc_server = None
         if settings.grpc_port >= 0 and settings.grpc_enabled:
-            servicer = TraceService(writer, metrics, grpc_tenant, settings.max_text_chars)
+            servicer = TraceService(
+                writer, metrics, grpc_tenant, settings.max_text_chars, capture.mode
+            )
             grpc_server, state.grpc_port = start_grpc_server(
                 servicer,
                 settings.host,

@@ -7,7 +7,7 @@ and pass the object down; tests build ``Settings(...)`` directly.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -58,6 +58,11 @@ class Settings(BaseSettings):
         1_000_000,
         gt=0,
         description="Captured input/output text longer than this is truncated with a marker.",
+    )
+    capture_content: Literal["none", "redacted", "full"] = Field(
+        "redacted",
+        description="Content capture of tenants without a policy of their own: none | "
+        "redacted (PII/secrets replaced before storage) | full.",
     )
     prices: Path | None = Field(
         None,

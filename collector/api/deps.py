@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 
 from collector.auth import ForbiddenError, KeyStore, Principal
 from collector.cost.prices import PriceTable
+from collector.ingest.capture import CapturePolicies
 from collector.ingest.writer import BatchWriter
 from collector.metrics import IngestMetrics
 from collector.settings import Settings
@@ -34,6 +35,7 @@ class AppState:
     writer: BatchWriter
     metrics: IngestMetrics
     keys: KeyStore
+    capture: CapturePolicies
     grpc_port: int | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 

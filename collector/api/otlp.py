@@ -57,6 +57,7 @@ async def export_traces(request: Request, state: State, tenant: IngestTenant) ->
             metrics=state.metrics,
             transport="http",
             max_text_chars=state.settings.max_text_chars,
+            capture_mode=state.capture.mode(tenant),
         )
         await asyncio.wrap_future(pending.future)
     except CollectorError as exc:

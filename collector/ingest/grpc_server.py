@@ -34,7 +34,9 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         metrics: IngestMetrics,
         tenant_of: Callable[[str | None], str],
         max_text_chars: int,
+        capture_mode: Callable[[str], str] = lambda _t: "full",
     ) -> None:
+        self._capture_mode = capture_mode
         self._writer = writer
         self._metrics = metrics
         self._tenant_of = tenant_of
@@ -61,6 +63,7 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
                 metrics=self._metrics,
                 transport="grpc",
                 max_text_chars=self._max_text_chars,
+                capture_mode=self._capture_mode(tenant),
             )
             pending.future.result(timeout=COMMIT_TIMEOUT_S)
         except (QueueFullError, StoreUnavailableError, futures.TimeoutError) as exc:

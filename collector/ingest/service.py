@@ -41,13 +41,14 @@ def submit(
     metrics: IngestMetrics,
     transport: str,
     max_text_chars: int,
+    capture_mode: str = "full",
 ) -> Pending:
     """Normalise and queue a decoded batch.
 
     Raises:
         QueueFullError: the write queue is full (answer 503 / UNAVAILABLE).
     """
-    items, errors = prepare(batch.spans, max_text_chars)
+    items, errors = prepare(batch.spans, max_text_chars, capture_mode)
     for msg in errors:
         batch.reject(1, msg)
     if batch.rejected:

@@ -18,13 +18,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from collector.cost.prices import PriceTable
 from collector.errors import BadRequestError, QueueFullError, StoreUnavailableError
+from collector.ingest.capture import apply_policy
 from collector.ingest.decode import SpanData
 from collector.ingest.normalize import CALL_COLUMNS, CallRecord, Extract, extract, finalize, merge
 from collector.store import bulk
@@ -46,13 +47,20 @@ class Item:
     extract: Extract | None
 
 
-def prepare(spans: Sequence[SpanData], max_text_chars: int) -> tuple[list[Item], list[str]]:
-    """Extract every span; a span whose normalisation fails is returned as an error message."""
+def prepare(
+    spans: Sequence[SpanData], max_text_chars: int, capture_mode: str = "full"
+) -> tuple[list[Item], list[str]]:
+    """Apply the tenant's content policy, then extract every span; a span whose
+    normalisation fails is returned as an error message instead."""
     items: list[Item] = []
     errors: list[str] = []
     for s in spans:
         try:
-            items.append(Item(s, extract(s, max_text_chars=max_text_chars)))
+            stored, redactions = apply_policy(s, capture_mode)
+            ex = extract(stored, max_text_chars=max_text_chars)
+            if ex is not None and redactions is not None:
+                ex = replace(ex, redactions=redactions)
+            items.append(Item(stored, ex))
         except Exception as exc:  # one bad span never loses its batch
             log.warning("span %s/%s could not be normalised: %r", s.trace_id, s.span_id, exc)
             errors.append(f"span {s.span_id} of trace {s.trace_id} could not be normalised: {exc}")

@@ -1,0 +1,149 @@
+"""Content capture policy applied before storage: ``none`` | ``redacted`` | ``full`` per tenant.
+
+Prompt/answer attributes of every dialect (and content events) are dropped (``none``) or
+passed through :func:`collector.redaction.redact` (``redacted``) before the span, its raw
+attributes and the call record are stored, so no copy of the original text is kept.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from collector.ingest.decode import SpanData
+from collector.redaction import redact
+from collector.store.models import Tenant
+
+MODES = ("none", "redacted", "full")
+CONTENT_KEYS = frozenset(
+    {
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.prompt",
+        "gen_ai.completion",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+        "gen_ai.retrieval.query.text",
+        "gen_ai.retrieval.documents",
+        "input.value",
+        "output.value",
+        "traceloop.entity.input",
+        "traceloop.entity.output",
+        "llm.invocation_parameters",
+    }
+)
+CONTENT_PREFIXES = (
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "llm.prompts",
+    "llm.choices",
+    "retrieval.documents.",
+)
+CONTENT_EVENTS = frozenset(
+    {
+        "gen_ai.system.message",
+        "gen_ai.user.message",
+        "gen_ai.assistant.message",
+        "gen_ai.tool.message",
+        "gen_ai.tools.message",
+        "gen_ai.choice",
+        "gen_ai.content.prompt",
+        "gen_ai.content.completion",
+        "gen_ai.client.inference.operation.details",
+    }
+)
+CACHE_TTL_S = 30.0
+
+
+def is_content_key(key: str) -> bool:
+    return key in CONTENT_KEYS or key.startswith(CONTENT_PREFIXES)
+
+
+def _redact_value(value: Any) -> tuple[Any, int]:
+    if isinstance(value, str):
+        if not value:
+            return value, 0
+        result = redact(value)
+        return result.text, result.counts.total if result.counts else 0
+    if isinstance(value, list):
+        out, n = [], 0
+        for v in value:
+            rv, c = _redact_value(v)
+            out.append(rv)
+            n += c
+        return out, n
+    if isinstance(value, dict):
+        outd, n = {}, 0
+        for k, v in value.items():
+            rv, c = _redact_value(v)
+            outd[k] = rv
+            n += c
+        return outd, n
+    return value, 0
+
+
+def _apply(attrs: dict[str, Any], mode: str, everything: bool) -> tuple[dict[str, Any], int]:
+    out: dict[str, Any] = {}
+    count = 0
+    for key, value in attrs.items():
+        if everything or is_content_key(key):
+            if mode == "none":
+                continue
+            value, n = _redact_value(value)
+            count += n
+        out[key] = value
+    return out, count
+
+
+def apply_policy(span: SpanData, mode: str) -> tuple[SpanData, int | None]:
+    """The span as it may be stored under ``mode``, and the number of redactions made
+    (None when nothing was scanned: ``full`` or ``none``)."""
+    if mode == "full":
+        return span, None
+    if not any(is_content_key(k) for k in span.attributes) and not any(
+        e.get("name") in CONTENT_EVENTS for e in span.events
+    ):
+        return span, (0 if mode == "redacted" else None)
+    attrs, count = _apply(span.attributes, mode, everything=False)
+    events = []
+    for e in span.events:
+        if e.get("name") in CONTENT_EVENTS:
+            ev_attrs, n = _apply(e.get("attributes") or {}, mode, everything=True)
+            count += n
+            events.append({**e, "attributes": ev_attrs})
+        else:
+            events.append(e)
+    return replace(span, attributes=attrs, events=events), (count if mode == "redacted" else None)
+
+
+class CapturePolicies:
+    """Per-tenant ``capture_content`` from the ``tenants`` table, cached a few seconds."""
+
+    def __init__(self, engine: Engine, default: str = "redacted") -> None:
+        if default not in MODES:
+            raise ValueError(f"default must be one of {MODES}")
+        self._engine = engine
+        self._default = default
+        self._cache: dict[str, str] = {}
+        self._loaded = 0.0
+        self._lock = threading.Lock()
+
+    def mode(self, tenant: str) -> str:
+        now = time.monotonic()
+        if now - self._loaded > CACHE_TTL_S:
+            with self._engine.connect() as conn:
+                rows = conn.execute(select(Tenant.name, Tenant.capture_content)).all()
+            with self._lock:
+                self._cache = {r[0]: r[1] for r in rows}
+                self._loaded = now
+        return self._cache.get(tenant, self._default)
+
+    def invalidate(self) -> None:
+        self._loaded = 0.0
