@@ -68,6 +68,12 @@ class Settings(BaseSettings):
         None,
         description="JSON price file (USD per 1M tokens per model) merged over the shipped table.",
     )
+    engine_metrics_urls: list[str] = Field(
+        default_factory=list,
+        description='Engine /metrics URLs to scrape, JSON list, e.g. ["http://127.0.0.1:8100/metrics"].',
+    )
+    engine_scrape_interval_s: float = Field(15.0, gt=0, description="Seconds between scrapes.")
+    engine_metrics_tenant: str = Field("default", description="Tenant owning scraped samples.")
     gpu_cost_per_hour: dict[str, float] = Field(
         default_factory=dict,
         description='Self-hosted replica cost, JSON {"service.name": usd_per_hour}.',
