@@ -25,7 +25,7 @@ def metrics_server() -> Iterator[str]:
     text = FIXTURE.read_bytes()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.end_headers()
