@@ -7,6 +7,8 @@ Create Date: 2026-12-01
 
 from __future__ import annotations
 
+import datetime as dt
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
@@ -19,7 +21,7 @@ depends_on = None
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 
-def _ts(name: str, nullable: bool) -> sa.Column[sa.DateTime]:
+def _ts(name: str, nullable: bool) -> sa.Column[dt.datetime]:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
 
 
@@ -43,6 +45,7 @@ def upgrade() -> None:
         sa.Column("design_rate", sa.Float(), nullable=False),
         sa.Column("stratum", sa.String(256), nullable=False),
         sa.Column("reason", sa.String(32), nullable=False),
+        sa.Column("audit_probability", sa.Float(), nullable=True),
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("lease_owner", sa.String(128), nullable=True),

@@ -60,6 +60,8 @@ class JudgeSample(Base):
     design_rate: Mapped[float] = mapped_column(Float)
     stratum: Mapped[str] = mapped_column(String(256))
     reason: Mapped[str] = mapped_column(String(32))
+    #: r_audit of the call's audit stratum, set when judged (P(audit | judged)).
+    audit_probability: Mapped[float | None] = mapped_column(Float)
     status: Mapped[str] = mapped_column(String(16))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     lease_owner: Mapped[str | None] = mapped_column(String(128))
