@@ -104,11 +104,38 @@ def _numbers(values: NDArray[np.float64] | None, name: str) -> tuple[NDArray[np.
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 1:
         raise ValueError(f"{name} must have shape (n,), got {arr.shape}")
-    keep = ~np.isnan(arr)
-    kept = arr[keep]
-    if not np.all(np.isfinite(kept)):
+    kept = np.sort(arr[~np.isnan(arr)])  # sorted once: KS, Wasserstein and bins reuse it
+    if kept.size and not (np.isfinite(kept[0]) and np.isfinite(kept[-1])):
         raise ValueError(f"{name} must hold finite numbers or NaN (null)")
     return kept, int(arr.size - kept.size)
+
+
+def _distinct_sorted(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Distinct values of a sorted array in O(n) (``np.unique`` would sort again)."""
+    if x.size == 0:
+        return x
+    return x[np.concatenate([[True], x[1:] != x[:-1]])]
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A numerical window after one pass: sorted non-null values and distinct counts."""
+
+    ref: NDArray[np.float64]
+    cur: NDArray[np.float64]
+    ref_nulls: int
+    cur_nulls: int
+    ref_distinct: int
+    union_distinct: int
+
+
+def _prepare(w: ColumnWindow) -> _Prepared:
+    ref, ref_nulls = _numbers(w.reference, "reference")
+    cur, cur_nulls = _numbers(w.current, "current")
+    rd, cd = _distinct_sorted(ref), _distinct_sorted(cur)
+    # exact when small; otherwise a lower bound above every cut-off (5 and 20) that uses it
+    union = np.union1d(rd, cd).size if rd.size <= 64 and cd.size <= 64 else rd.size + cd.size
+    return _Prepared(ref, cur, ref_nulls, cur_nulls, int(rd.size), int(max(union, rd.size)))
 
 
 def _counts(counts: Counts | None, name: str) -> dict[Hashable, int]:
@@ -174,13 +201,17 @@ def _js_from_counts(
 
 
 def _test(
-    w: ColumnWindow, min_samples: int, large_n: int, rng: np.random.Generator | None
+    w: ColumnWindow,
+    min_samples: int,
+    large_n: int,
+    rng: np.random.Generator | None,
+    prepared: _Prepared | None = None,
 ) -> tuple[DriftResult, int, int]:
     """(result, reference nulls, current nulls) of one window."""
     if w.kind == "numerical":
-        ref, ref_nulls = _numbers(w.reference, "reference")
-        cur, cur_nulls = _numbers(w.current, "current")
-        n_unique = int(np.unique(np.concatenate([ref, cur])).size)
+        prep = _prepare(w) if prepared is None else prepared
+        ref, cur, ref_nulls, cur_nulls = prep.ref, prep.cur, prep.ref_nulls, prep.cur_nulls
+        n_unique = prep.union_distinct
         method = w.method or select_method(w.kind, ref.size, n_unique, large_n=large_n)
         if method == "jensenshannon" and n_unique <= MAX_UNBINNED_VALUES:
             # binned_shares uses one bin per value here: the same as counting the values
@@ -243,6 +274,7 @@ def column_report(
     drift_share: float = DEFAULT_DRIFT_SHARE,
     large_n: int = LARGE_REFERENCE,
     rng: np.random.Generator | None = None,
+    _prepared: Mapping[int, _Prepared] | None = None,
 ) -> DriftReport:
     """Test every signal × segment and summarise, as :func:`drift.report.drift_report`.
 
@@ -265,6 +297,7 @@ def column_report(
         raise ValueError(f"fdr_q must be in (0, 1) or None, got {fdr_q!r}")
     if not 0 < drift_share <= 1:
         raise ValueError(f"drift_share must be in (0, 1], got {drift_share!r}")
+    prepared = _prepared or {}
     seen: set[tuple[str, str | None]] = set()
     raw: list[tuple[ColumnWindow, DriftResult, int, int]] = []
     for w in windows:
@@ -272,7 +305,7 @@ def column_report(
         if key in seen:
             raise ValueError(f"windows contains {key!r} twice")
         seen.add(key)
-        raw.append((w, *_test(w, min_samples, large_n, rng)))
+        raw.append((w, *_test(w, min_samples, large_n, rng, prepared.get(id(w)))))
     family = [
         i
         for i, (_, res, _, _) in enumerate(raw)
@@ -326,7 +359,9 @@ def _cat_summary(counts: Mapping[Hashable, int]) -> dict[str, Any]:
     return out
 
 
-def column_detail(w: ColumnWindow, result: DriftResult) -> ColumnDetail:
+def column_detail(
+    w: ColumnWindow, result: DriftResult, prepared: _Prepared | None = None
+) -> ColumnDetail:
     """Effect size, PSI, window summaries and histogram of one column (see :class:`ColumnDetail`).
 
     Numbers are binned as :func:`drift.distances.binned_shares` does (Sturges edges over
@@ -345,23 +380,38 @@ def column_detail(w: ColumnWindow, result: DriftResult) -> ColumnDetail:
             return ColumnDetail(effect, "auc_above_chance", None, {}, {}, None)
         return ColumnDetail(stat, "centroid_distance", None, {}, {}, None)
     if w.kind == "numerical":
-        ref, _ = _numbers(w.reference, "reference")
-        cur, _ = _numbers(w.current, "current")
+        prep = _prepare(w) if prepared is None else prepared
+        ref, cur = prep.ref, prep.cur
         rs, cs = _num_summary(ref), _num_summary(cur)
         if ref.size == 0 or cur.size == 0:
             return ColumnDetail(None, "normed_wasserstein", None, rs, cs, None)
-        wd = wasserstein_test(ref, cur, min_samples=1).statistic
-        psi = psi_test(ref, cur, categorical=False, min_samples=1).statistic
-        if np.unique(ref).size > MAX_UNBINNED_VALUES:
-            edges = np.histogram_bin_edges(np.concatenate([ref, cur]), bins="sturges")
+        if result.method == "wasserstein" and result.statistic is not None:
+            wd: float | None = result.statistic
+        else:
+            wd = wasserstein_test(ref, cur, min_samples=1).statistic
+        if prep.ref_distinct > MAX_UNBINNED_VALUES:
+            # binned_shares' Sturges edges over ref ∪ cur, counted with one searchsorted each
+            lo, hi = min(ref[0], cur[0]), max(ref[-1], cur[-1])
+            width = (hi - lo) / (np.log2(ref.size + cur.size) + 1.0)  # numpy's "sturges"
+            edges = np.linspace(lo, hi, int(np.ceil((hi - lo) / width)) + 1)
+            r_counts = np.diff(
+                np.searchsorted(ref, edges[1:-1], side="left"), prepend=0, append=ref.size
+            )
+            c_counts = np.diff(
+                np.searchsorted(cur, edges[1:-1], side="left"), prepend=0, append=cur.size
+            )
             hist: dict[str, Any] = {
                 "type": "bins",
                 "edges": edges.tolist(),
-                "reference": np.histogram(ref, edges)[0].tolist(),
-                "current": np.histogram(cur, edges)[0].tolist(),
+                "reference": r_counts.astype(int).tolist(),
+                "current": c_counts.astype(int).tolist(),
             }
+            r_sm = smooth_shares(r_counts / ref.size)
+            c_sm = smooth_shares(c_counts / cur.size)
+            psi: float | None = float(np.sum((r_sm - c_sm) * np.log(r_sm / c_sm)))
         else:
-            values = np.unique(np.concatenate([ref, cur]))
+            psi = psi_test(ref, cur, categorical=False, min_samples=1).statistic
+            values = np.union1d(_distinct_sorted(ref), _distinct_sorted(cur))
             hist = {
                 "type": "categories",
                 "categories": values.tolist(),
@@ -392,3 +442,34 @@ def column_detail(w: ColumnWindow, result: DriftResult) -> ColumnDetail:
     js = float(jensenshannon(r, c, base=2))
     js = 0.0 if not math.isfinite(js) else max(js, 0.0)
     return ColumnDetail(js, "jensenshannon", psi_v, rs, cs, hist)
+
+
+def evaluate_columns(
+    windows: Sequence[ColumnWindow],
+    *,
+    min_samples: int = DEFAULT_MIN_SAMPLES,
+    fdr_q: float | None = DEFAULT_FDR_Q,
+    drift_share: float = DEFAULT_DRIFT_SHARE,
+    large_n: int = LARGE_REFERENCE,
+    rng: np.random.Generator | None = None,
+) -> tuple[DriftReport, tuple[ColumnDetail, ...]]:
+    """:func:`column_report` plus :func:`column_detail` of every window, in input order.
+
+    Each numerical window is null-filtered and sorted once for both. Arguments, return value
+    of the report and errors as :func:`column_report`.
+    """
+    prepared = {id(w): _prepare(w) for w in windows if w.kind == "numerical"}
+    report = column_report(
+        windows,
+        min_samples=min_samples,
+        fdr_q=fdr_q,
+        drift_share=drift_share,
+        large_n=large_n,
+        rng=rng,
+        _prepared=prepared,
+    )
+    details = tuple(
+        column_detail(w, r.result, prepared.get(id(w)))
+        for w, r in zip(windows, report.results, strict=True)
+    )
+    return report, details

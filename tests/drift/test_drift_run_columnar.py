@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from drift.columnar import ColumnWindow, column_detail, column_report
+from drift.columnar import ColumnWindow, column_detail, column_report, evaluate_columns
 from drift.report import SignalWindow, drift_report
 
 CASES = Path(__file__).parents[2].parent / "shared" / "cases"
@@ -203,3 +203,21 @@ def test_validation_names_the_parameter() -> None:
         column_report([w, w])
     with pytest.raises(ValueError, match="reference"):
         column_report([ColumnWindow("x", "numerical", current=np.ones(3))])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_numeric_bins_and_psi_match_the_core(seed: int) -> None:
+    from drift.distances import binned_shares, psi_test
+
+    rng = np.random.default_rng(seed)
+    ref = rng.gamma(2.0, 3.0, 1000 + seed * 337)
+    cur = rng.gamma(2.2, 3.0, 800)
+    w = ColumnWindow("x", "numerical", reference=ref, current=cur)
+    report, details = evaluate_columns([w])
+    d = details[0]
+    r_sh, c_sh, _ = binned_shares(ref, cur, categorical=False)
+    assert d.histogram is not None
+    assert np.allclose(np.array(d.histogram["reference"]) / ref.size, r_sh)
+    assert np.allclose(np.array(d.histogram["current"]) / cur.size, c_sh)
+    assert d.psi == pytest.approx(psi_test(ref, cur, categorical=False).statistic)
+    assert d == column_detail(w, report.results[0].result)
