@@ -28,6 +28,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "drift": "drift.cli:drift",
     "canary": "drift.cli:canary",
     "judge": "judges.cli:judge",
+    "export": "judges.cli:export",
     "alerts": "collector.alerts.cli:alerts",
     "dashboard": "dashboard.cli:dashboard",
 }

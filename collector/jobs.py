@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 #: "module:function" returning list[Job] for the given settings.
 JOB_FACTORIES: list[str] = [
     "collector.background:jobs",
+    "judges.jobs:jobs",
 ]
 
 
