@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 JOB_FACTORIES: list[str] = [
     "collector.background:jobs",
     "judges.jobs:jobs",
+    "drift.canary_jobs:jobs",
 ]
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, RowMapping, insert, select, update
 
 from collector.store.models.canary import Rollout, RolloutDecision, RolloutOverride
 from drift.canary import (
@@ -144,25 +144,25 @@ class RolloutRecord:
         return int(self.steps[0]["started_unix_nano"]) if self.steps else self.started_unix_nano
 
 
-def _record(row: Rollout) -> RolloutRecord:
+def _record(row: RowMapping) -> RolloutRecord:
     return RolloutRecord(
-        tenant=row.tenant,
-        name=row.name,
-        policy=policy_from_json(row.policy),
-        step_index=row.step_index,
-        candidate_weight_pct=row.candidate_weight_pct,
-        baseline_weight_pct=row.baseline_weight_pct,
-        status=row.status,
-        version=row.version,
-        steps=tuple(row.steps),
-        started_unix_nano=row.started_unix_nano,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        finished_at=row.finished_at,
-        last_evaluated_at=row.last_evaluated_at,
-        last_action=row.last_action,
-        last_reasons=tuple(row.last_reasons or ()),
-        last_evidence=row.last_evidence,
+        tenant=row["tenant"],
+        name=row["name"],
+        policy=policy_from_json(row["policy"]),
+        step_index=row["step_index"],
+        candidate_weight_pct=row["candidate_weight_pct"],
+        baseline_weight_pct=row["baseline_weight_pct"],
+        status=row["status"],
+        version=row["version"],
+        steps=tuple(row["steps"]),
+        started_unix_nano=row["started_unix_nano"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        finished_at=row["finished_at"],
+        last_evaluated_at=row["last_evaluated_at"],
+        last_action=row["last_action"],
+        last_reasons=tuple(row["last_reasons"] or ()),
+        last_evidence=row["last_evidence"],
     )
 
 
@@ -245,12 +245,16 @@ def get_rollout(engine: Engine, tenant: str, name: str) -> RolloutRecord:
         RolloutNotFoundError: no such rollout.
     """
     with engine.connect() as conn:
-        row = conn.execute(
-            select(Rollout).where(Rollout.tenant == tenant, Rollout.name == name)
-        ).first()
+        row = (
+            conn.execute(
+                select(Rollout.__table__).where(Rollout.tenant == tenant, Rollout.name == name)
+            )
+            .mappings()
+            .first()
+        )
     if row is None:
         raise RolloutNotFoundError(f"no rollout named {name!r}")
-    return _record(row[0])
+    return _record(row)
 
 
 def list_rollouts(
@@ -258,13 +262,13 @@ def list_rollouts(
 ) -> list[RolloutRecord]:
     """Rollouts of ``tenant`` (None: every tenant, for the scheduler), oldest first, optionally
     only those with a status in ``statuses``."""
-    query = select(Rollout).order_by(Rollout.tenant, Rollout.created_at, Rollout.name)
+    query = select(Rollout.__table__).order_by(Rollout.tenant, Rollout.created_at, Rollout.name)
     if tenant is not None:
         query = query.where(Rollout.tenant == tenant)
     if statuses is not None:
         query = query.where(Rollout.status.in_(list(statuses)))
     with engine.connect() as conn:
-        return [_record(r[0]) for r in conn.execute(query)]
+        return [_record(r) for r in conn.execute(query).mappings()]
 
 
 @dataclass(frozen=True)
@@ -412,28 +416,28 @@ def list_decisions(
     """The audit log of a rollout, newest first (``limit`` rows), as JSON-ready dicts
     (times ISO 8601 UTC, weights percent)."""
     query = (
-        select(RolloutDecision)
+        select(RolloutDecision.__table__)
         .where(RolloutDecision.tenant == tenant, RolloutDecision.rollout == name)
         .order_by(RolloutDecision.id.desc())
         .limit(limit)
     )
     with engine.connect() as conn:
-        rows = [r[0] for r in conn.execute(query)]
+        rows = list(conn.execute(query).mappings())
     return [
         {
-            "id": r.id,
-            "decided_at": r.decided_at.isoformat().replace("+00:00", "Z"),
-            "actor": r.actor,
-            "source": r.source,
-            "action": r.action,
-            "step_before": r.step_before,
-            "step_after": r.step_after,
-            "status_before": r.status_before,
-            "status_after": r.status_after,
-            "candidate_weight_pct_before": r.candidate_weight_before,
-            "candidate_weight_pct_after": r.candidate_weight_after,
-            "version": r.version,
-            "reasons": list(r.reasons),
+            "id": r["id"],
+            "decided_at": r["decided_at"].isoformat().replace("+00:00", "Z"),
+            "actor": r["actor"],
+            "source": r["source"],
+            "action": r["action"],
+            "step_before": r["step_before"],
+            "step_after": r["step_after"],
+            "status_before": r["status_before"],
+            "status_after": r["status_after"],
+            "candidate_weight_pct_before": r["candidate_weight_before"],
+            "candidate_weight_pct_after": r["candidate_weight_after"],
+            "version": r["version"],
+            "reasons": list(r["reasons"]),
         }
         for r in rows
     ]
