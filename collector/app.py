@@ -37,6 +37,7 @@ ROUTERS: list[str] = [
     "collector.api.otlp:router",
     "collector.api.calls:router",
     "collector.api.health:router",
+    "collector.api.stats:router",
     "collector.api.quality:router",
     "collector.api.feedback:router",
     "collector.api.rollouts:router",

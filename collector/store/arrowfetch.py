@@ -71,7 +71,13 @@ def connect(database_url: str) -> Any:
     if dialect == "sqlite":
         import adbc_driver_sqlite.dbapi as sqlite_dbapi
 
-        return sqlite_dbapi.connect(uri)
+        conn = sqlite_dbapi.connect(uri)
+        cur = conn.cursor()
+        # Wait for a lock held by the writer (WAL checkpoint, -shm set-up) instead of failing.
+        cur.execute("PRAGMA busy_timeout = 30000")
+        cur.fetchall()
+        cur.close()
+        return conn
     import adbc_driver_postgresql.dbapi as pg_dbapi
 
     return pg_dbapi.connect(uri)
