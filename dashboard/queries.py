@@ -140,21 +140,6 @@ def feedback_frame(engine: Engine, tenant: str, since_ns: int, until_ns: int) ->
     return pd.DataFrame(rows, columns=[*cols, "linked"])
 
 
-def feedback_of_call(
-    engine: Engine, tenant: str, trace_id: str, span_id: str
-) -> list[dict[str, Any]]:
-    """Feedback events linked to one call (by trace id, and span id when the event names one)."""
-    f = Feedback.__table__
-    q = (
-        select(f)
-        .where(f.c.tenant == tenant, f.c.trace_id == trace_id)
-        .order_by(f.c.timestamp_unix_nano)
-    )
-    with engine.connect() as conn:
-        rows = [dict(r) for r in conn.execute(q).mappings()]
-    return [r for r in rows if r["span_id"] in (None, span_id)]
-
-
 def engine_samples_frame(engine: Engine, tenant: str, since_ns: int, until_ns: int) -> pd.DataFrame:
     """Scraped engine samples in ``[since_ns, until_ns)``, oldest first (all columns)."""
     _check_range(since_ns, until_ns)
@@ -172,3 +157,20 @@ def engine_samples_frame(engine: Engine, tenant: str, since_ns: int, until_ns: i
     with engine.connect() as conn:
         rows = conn.execute(q).all()
     return pd.DataFrame(rows, columns=[c.name for c in e.columns])
+
+
+def judge_results_of_call(
+    engine: Engine, tenant: str, trace_id: str, span_id: str
+) -> list[dict[str, Any]]:
+    """Judge attempts on one call (scores and recorded failures), oldest first."""
+    from collector.store.models.judges import JudgeResultRow
+
+    j = JudgeResultRow.__table__
+    cols = ("rubric_name", "judge_model", "status", "score", "label", "explanation", "error")
+    q = (
+        select(*(j.c[c] for c in cols), j.c.created_at)
+        .where(j.c.tenant == tenant, j.c.trace_id == trace_id, j.c.span_id == span_id)
+        .order_by(j.c.id)
+    )
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(q).mappings()]

@@ -10,15 +10,27 @@ group without any known value yields NaN ("no data"), not 0.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
-#: ``error_type`` values meaning "rate limited": HTTP status (gateway, semconv ``error.type``)
-#: and the OpenAI / Anthropic SDK exception name.
-RATE_LIMIT_ERROR_TYPES = frozenset({"429", "RateLimitError", "rate_limit_exceeded"})
+#: lower-cased ``error_type`` values meaning "refused for load" (HTTP 429, overload, a full
+#: queue; as ``collector.store.callstats.REJECTION_ERROR_TYPES``) plus the OpenAI / Anthropic
+#: SDK exception name and error code for HTTP 429.
+RATE_LIMIT_ERROR_TYPES = frozenset(
+    {"429", "rate_limited", "too_many_requests", "queue_full", "rejected", "overloaded"}
+    | {"ratelimiterror", "rate_limit_exceeded"}
+)
+
+
+def is_rate_limited(error_type: pd.Series) -> pd.Series:
+    """Per call: True when its ``error_type`` means it was refused for load (HTTP 429)."""
+    return error_type.astype("object").map(
+        lambda v: isinstance(v, str) and v.lower() in RATE_LIMIT_ERROR_TYPES
+    )
+
+
 LATENCY_METRICS = ("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s", "e2e_s")
 QUANTILES = (0.5, 0.95, 0.99)
 _NICE_BUCKETS_S = (10, 30, 60, 120, 300, 600, 900, 1800, 3600, 3 * 3600, 6 * 3600, 86400)
@@ -125,7 +137,7 @@ def traffic_over_time(df: pd.DataFrame, bucket_s: int) -> pd.DataFrame:
             "calls": len(g),
             "requests_per_s": len(g) / bucket_s,
             "error_rate": float((g["status"] == "error").mean()),
-            "rate_limited_rate": float(g["error_type"].isin(RATE_LIMIT_ERROR_TYPES).mean()),
+            "rate_limited_rate": float(is_rate_limited(g["error_type"]).mean()),
             "tokens_per_s": float(tokens[known_tokens].sum()) / bucket_s
             if known_tokens.any()
             else math.nan,
@@ -178,7 +190,7 @@ def summarize(df: pd.DataFrame, window_s: float) -> TrafficSummary:
         calls=n,
         requests_per_s=n / window_s,
         error_rate=float((df["status"] == "error").mean()),
-        rate_limited_rate=float(df["error_type"].isin(RATE_LIMIT_ERROR_TYPES).mean()),
+        rate_limited_rate=float(is_rate_limited(df["error_type"]).mean()),
         ttft_s={f"p{round(q * 100)}": _opt(_quantile(df["ttft_s"], q)) for q in QUANTILES},
         tpot_s={f"p{round(q * 100)}": _opt(_quantile(df["tpot_s"], q)) for q in QUANTILES},
         tokens_per_s=float(tokens.sum()) / window_s if known_tokens.any() else None,
@@ -265,7 +277,23 @@ def feedback_rates(
     return pd.concat([n, rates], axis=1).reset_index()
 
 
-def now_ns(granularity_s: int = 10) -> int:
-    """Current time (unix ns) floored to ``granularity_s`` so cached queries share a key."""
-    step = granularity_s * 1_000_000_000
-    return (time.time_ns() // step) * step
+def active_counts(
+    starts: pd.Series, ends: pd.Series, since_ns: int, until_ns: int, points: int = 30
+) -> list[float]:
+    """How many intervals ``[start, end)`` are open at ``points`` evenly spaced instants of
+    ``[since_ns, until_ns]`` (UTC datetimes; a missing start never counts, a missing end is
+    still open). Used for "firing alerts" / "running rollouts" sparklines."""
+    if points < 2:
+        raise ValueError("points must be at least 2")
+    grid = pd.to_datetime(
+        [since_ns + (until_ns - since_ns) * i // (points - 1) for i in range(points)],
+        unit="ns",
+        utc=True,
+    )
+    s = pd.to_datetime(starts, utc=True)
+    e = pd.to_datetime(ends, utc=True)
+    out = []
+    for t in grid:
+        open_ = s.notna() & (s <= t) & (e.isna() | (e > t))
+        out.append(float(open_.sum()))
+    return out

@@ -1,0 +1,38 @@
+"""The driftline dashboard: a Streamlit multipage app (``streamlit run dashboard/app.py``).
+
+Started by ``driftline dashboard``; settings come from ``DRIFTLINE_*`` (see
+:mod:`dashboard.settings`). Each page is a script under ``dashboard/pages`` that reads its data
+through :mod:`dashboard.data`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+PAGES_DIR = Path(__file__).resolve().parent / "pages"
+#: (file, title, icon), in menu order; the first is the default page.
+PAGES: tuple[tuple[str, str, str], ...] = (
+    ("overview.py", "Overview", ":material/monitoring:"),
+    ("latency.py", "Latency", ":material/timer:"),
+    ("cost.py", "Cost", ":material/payments:"),
+    ("quality.py", "Quality", ":material/verified:"),
+    ("review.py", "Review queue", ":material/rate_review:"),
+    ("drift.py", "Drift", ":material/ssid_chart:"),
+    ("canary.py", "Canary", ":material/call_split:"),
+    ("alerts.py", "Alerts", ":material/notifications_active:"),
+    ("calls.py", "Calls explorer", ":material/search:"),
+)
+
+
+def main() -> None:
+    """Configure the page and run the selected page."""
+    st.set_page_config(page_title="driftline", page_icon=":material/monitoring:", layout="wide")
+    pages = [
+        st.Page(PAGES_DIR / f, title=t, icon=i, default=n == 0) for n, (f, t, i) in enumerate(PAGES)
+    ]
+    st.navigation(pages).run()
+
+
+main()

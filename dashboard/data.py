@@ -1,0 +1,273 @@
+"""The dashboard's data: every page reads through these cached query functions (no SQL in pages).
+
+They call the store's query functions (``collector.store.queries``, ``collector.store.analytics``
+when present, ``collector.feedback``, ``collector.alerts``) and :mod:`dashboard.queries`, and
+cache results for :data:`CACHE_TTL_S` seconds keyed by their arguments (``st.cache_data``).
+Times are unix nanoseconds (UTC) in arguments; durations seconds, money USD, tokens counts.
+Filters are passed as sorted ``(column, value)`` tuples so they hash.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+from sqlalchemy import Engine, inspect
+from sqlalchemy.orm import Session
+
+from collector import feedback as fb
+from collector.alerts import outbox
+from collector.alerts import store as alert_store
+from collector.store import queries as store_queries
+from collector.store.engine import make_engine
+from dashboard import queries, stats
+
+CACHE_TTL_S = 15
+Filters = tuple[tuple[str, str], ...]
+
+
+@st.cache_resource(show_spinner=False)
+def engine(database_url: str) -> Engine:
+    """One pooled SQLAlchemy engine per store URL for the whole server."""
+    return make_engine(database_url)
+
+
+def module_landed(name: str) -> bool:
+    """True when module ``name`` (e.g. ``judges.review``) is importable in this install."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def tables_present(database_url: str, names: tuple[str, ...]) -> bool:
+    """True when every table in ``names`` exists in the store (its migration has run)."""
+    have = set(inspect(engine(database_url)).get_table_names())
+    return all(n in have for n in names)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def tenants(database_url: str) -> list[str]:
+    """Every tenant name, sorted."""
+    return queries.tenant_names(engine(database_url))
+
+
+def _flags(v: Any) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        parsed = json.loads(v)
+        return list(parsed) if isinstance(parsed, list) else []
+    return list(v)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def calls(
+    database_url: str, tenant: str, since_ns: int, until_ns: int, filters: Filters = ()
+) -> pd.DataFrame:
+    """Metric columns of the calls started in ``[since_ns, until_ns)`` (one row per call).
+
+    Read through ``collector.store.analytics.fetch_calls`` (ADBC → Arrow) when that module is
+    installed, otherwise through :func:`dashboard.queries.calls_frame` (SQLAlchemy Core).
+    """
+    flt = dict(filters)
+    try:
+        analytics = importlib.import_module("collector.store.analytics")
+    except ImportError:
+        analytics = None
+    if analytics is not None:
+        table = analytics.fetch_calls(
+            database_url,
+            tenant,
+            since_ns=since_ns,
+            until_ns=until_ns,
+            columns=list(queries.CALL_METRIC_COLUMNS),
+            filters=flt,
+        )
+        df = table.to_pandas()
+        df["flags"] = df["flags"].map(_flags)
+        for c in ("input_tokens", "output_tokens", "cached_input_tokens"):
+            df[c] = df[c].astype("Float64")
+        return df
+    return queries.calls_frame(engine(database_url), tenant, since_ns, until_ns, flt)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def traffic(
+    database_url: str, tenant: str, since_ns: int, until_ns: int, filters: Filters = ()
+) -> tuple[stats.TrafficSummary, pd.DataFrame]:
+    """Headline numbers of the window and the per-bucket series (see :mod:`dashboard.stats`)."""
+    df = calls(database_url, tenant, since_ns, until_ns, filters)
+    window_s = (until_ns - since_ns) / 1e9
+    bucket = stats.bucket_size_s(window_s, max_buckets=60)
+    return stats.summarize(df, window_s), stats.traffic_over_time(df, bucket)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def latency_percentiles(
+    database_url: str,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    filters: Filters = (),
+    by: tuple[str, ...] = ("model", "variant"),
+) -> pd.DataFrame:
+    """TTFT / TPOT / queue / prefill / decode / e2e percentiles per bucket and group (s)."""
+    df = calls(database_url, tenant, since_ns, until_ns, filters)
+    bucket = stats.bucket_size_s((until_ns - since_ns) / 1e9, max_buckets=48)
+    return stats.percentiles_over_time(df, bucket, by=by)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def engine_samples(database_url: str, tenant: str, since_ns: int, until_ns: int) -> pd.DataFrame:
+    """Scraped engine gauges (KV-cache usage, running / waiting, prefix-cache hit rate)."""
+    df = queries.engine_samples_frame(engine(database_url), tenant, since_ns, until_ns)
+    if not df.empty:
+        df["time"] = pd.to_datetime(df["scraped_unix_nano"], unit="ns", utc=True)
+    return df
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def cost(
+    database_url: str, tenants_: tuple[str, ...], since_ns: int, until_ns: int, by: tuple[str, ...]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Cost breakdown by ``by`` (may include ``tenant``) and the USD per 1k tokens trend."""
+    frames = []
+    for t in tenants_:
+        df = calls(database_url, t, since_ns, until_ns)
+        frames.append(df.assign(tenant=t))
+    all_calls = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if all_calls.empty:
+        return stats.cost_breakdown(all_calls, by), stats.cost_per_1k_over_time(all_calls, 60, by)
+    bucket = stats.bucket_size_s((until_ns - since_ns) / 1e9, max_buckets=48)
+    return stats.cost_breakdown(all_calls, by), stats.cost_per_1k_over_time(all_calls, bucket, by)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def feedback(database_url: str, tenant: str, since_ns: int, until_ns: int) -> pd.DataFrame:
+    """Feedback events of the window (linked and pending)."""
+    return queries.feedback_frame(engine(database_url), tenant, since_ns, until_ns)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def feedback_rates(
+    database_url: str, tenant: str, since_ns: int, until_ns: int, by: str = "variant"
+) -> pd.DataFrame:
+    """Feedback events per 100 calls by ``by`` and kind."""
+    return stats.feedback_rates(
+        calls(database_url, tenant, since_ns, until_ns),
+        feedback(database_url, tenant, since_ns, until_ns),
+        by,
+    )
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def call_page(
+    database_url: str, tenant: str, since_ns: int, until_ns: int, filters: Filters, limit: int
+) -> list[dict[str, Any]]:
+    """Newest ``limit`` calls matching ``filters`` (keys of ``CallFilter``), as call records."""
+    flt = store_queries.CallFilter(
+        since_unix_nano=since_ns, until_unix_nano=until_ns, **dict(filters)
+    )
+    with engine(database_url).connect() as conn:
+        items, _ = store_queries.list_calls(conn, tenant, flt, limit=limit)
+    return items
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def call_detail(database_url: str, tenant: str, call_id: str) -> dict[str, Any] | None:
+    """One call with its spans, feedback events and judge results (None when absent)."""
+    eng = engine(database_url)
+    with eng.connect() as conn:
+        call = store_queries.get_call(conn, tenant, call_id)
+        if call is None:
+            return None
+        rows = fb.feedback_rows(conn, tenant, trace_id=call["trace_id"], limit=1000)
+    call["feedback"] = [r for r in rows if r["span_id"] in (None, call["span_id"])]
+    call["judge_results"] = (
+        queries.judge_results_of_call(eng, tenant, call["trace_id"], call["span_id"])
+        if tables_present(database_url, ("judge_results",))
+        else None
+    )
+    return call
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def alerts(database_url: str, tenant: str) -> pd.DataFrame:
+    """Every alert state of the tenant (firing first, then most recent); times UTC."""
+    with Session(engine(database_url)) as s:
+        states = list(alert_store.load_alerts(s, tenant).values())
+    cols = ["status", "rule", "labels", "summary", "value", "fired_at", "resolved_at", "acked_by"]
+    rows = [
+        {
+            "status": a.status.value,
+            "rule": a.rule,
+            "labels": ", ".join(f"{k}={v}" for k, v in sorted(a.labels.items())),
+            "summary": a.annotations.get("summary", ""),
+            "value": a.last_value,
+            "fired_at": pd.to_datetime(a.fired_at, unit="s", utc=True) if a.fired_at else None,
+            "resolved_at": pd.to_datetime(a.resolved_at, unit="s", utc=True)
+            if a.resolved_at
+            else None,
+            "acked_by": a.acked_by,
+        }
+        for a in states
+    ]
+    df = pd.DataFrame(rows, columns=cols)
+    order = {"firing": 0, "pending": 1, "resolved": 2, "inactive": 3}
+    return df.sort_values(by="status", key=lambda s: s.map(order), kind="stable")
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def silences(database_url: str, tenant: str, now_s: float) -> pd.DataFrame:
+    """Silences in effect at ``now_s`` (unix seconds)."""
+    with Session(engine(database_url)) as s:
+        active = alert_store.active_silences(s, tenant, now_s)
+    return pd.DataFrame(
+        [
+            {
+                "id": x.id,
+                "matchers": ", ".join(f"{m.name}{m.op}{m.value}" for m in x.matchers),
+                "starts_at": pd.to_datetime(x.starts_at, unit="s", utc=True),
+                "ends_at": pd.to_datetime(x.ends_at, unit="s", utc=True),
+                "created_by": x.created_by,
+                "comment": x.comment,
+            }
+            for x in active
+        ],
+        columns=["id", "matchers", "starts_at", "ends_at", "created_by", "comment"],
+    )
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def deliveries(database_url: str, tenant: str) -> pd.DataFrame:
+    """The webhook outbox of the tenant: one row per notification with its delivery status."""
+    items = outbox.list_items(engine(database_url), tenant)
+    return pd.DataFrame(
+        [
+            {
+                "receiver": i.receiver,
+                "status": i.status,
+                "attempts": i.attempts,
+                "created_at": pd.to_datetime(i.created_at, unit="s", utc=True),
+                "last_status_code": i.last_status_code,
+                "last_error": i.last_error,
+                "failure_reason": i.failure_reason,
+            }
+            for i in items
+        ],
+        columns=[
+            "receiver",
+            "status",
+            "attempts",
+            "created_at",
+            "last_status_code",
+            "last_error",
+            "failure_reason",
+        ],
+    )

@@ -1,0 +1,327 @@
+"""Cached query functions of the quality pages: rollouts (canary), judges, review, drift.
+
+Each subsystem may not be installed or migrated yet: then the function returns None and the
+page shows its "no data yet" state. Canary reads go through ``drift.canary_store`` and
+``drift.canary_jobs`` (the confidence sequences are re-computed at past looks with
+``evaluate_rollout(..., apply=False)``, which writes nothing); agreement and PPI through
+``judges.agreement`` / ``judges.ppi``; the review queue through ``judges.review``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from dashboard import queries_quality
+from dashboard.data import CACHE_TTL_S, engine, module_landed, tables_present
+
+CANARY_TABLES = ("rollouts", "rollout_decisions")
+JUDGE_TABLES = ("judge_results", "review_items", "human_labels")
+DRIFT_TABLES = ("drift_runs", "drift_results")
+
+
+def canary_ready(database_url: str) -> bool:
+    """Canary code installed and its tables migrated."""
+    return module_landed("drift.canary_jobs") and tables_present(database_url, CANARY_TABLES)
+
+
+def judges_ready(database_url: str) -> bool:
+    """Judge tables migrated."""
+    return tables_present(database_url, JUDGE_TABLES)
+
+
+def review_ready(database_url: str) -> bool:
+    """Review-queue code installed and its tables migrated."""
+    return module_landed("judges.review") and judges_ready(database_url)
+
+
+def drift_ready(database_url: str) -> bool:
+    """Drift tables migrated."""
+    return tables_present(database_url, DRIFT_TABLES)
+
+
+def _ts(ns: int | None) -> pd.Timestamp | None:
+    return None if ns is None else pd.Timestamp(ns, unit="ns", tz="UTC")
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def rollouts(database_url: str, tenant: str) -> pd.DataFrame | None:
+    """Rollouts of the tenant (None when canary has not landed): name, baseline, candidate,
+    status, step, weights (percent), last action and reasons, started / finished (UTC)."""
+    if not canary_ready(database_url):
+        return None
+    store = importlib.import_module("drift.canary_store")
+    recs = store.list_rollouts(engine(database_url), tenant)
+    cols = [
+        "name",
+        "baseline",
+        "candidate",
+        "status",
+        "step",
+        "steps_pct",
+        "candidate_weight_pct",
+        "baseline_weight_pct",
+        "version",
+        "last_action",
+        "last_reasons",
+        "last_evaluated_at",
+        "started",
+        "finished",
+    ]
+    return pd.DataFrame(
+        [
+            {
+                "name": r.name,
+                "baseline": r.policy.baseline_variant,
+                "candidate": r.policy.candidate_variant,
+                "status": r.status,
+                "step": r.step_index,
+                "steps_pct": " → ".join(f"{p:g} %" for p in r.policy.steps_pct),
+                "candidate_weight_pct": r.candidate_weight_pct,
+                "baseline_weight_pct": r.baseline_weight_pct,
+                "version": r.version,
+                "last_action": r.last_action,
+                "last_reasons": list(r.last_reasons),
+                "last_evaluated_at": r.last_evaluated_at,
+                "started": _ts(r.data_since_unix_nano),
+                "finished": r.finished_at,
+            }
+            for r in recs
+        ],
+        columns=cols,
+    )
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def rollout_decisions(database_url: str, tenant: str, name: str) -> pd.DataFrame:
+    """The audit log of one rollout, newest first."""
+    store = importlib.import_module("drift.canary_store")
+    return pd.DataFrame(store.list_decisions(engine(database_url), tenant, name, limit=200))
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def confidence_sequences(
+    database_url: str, tenant: str, name: str, until_ns: int, looks: int = 24
+) -> pd.DataFrame:
+    """Each policy metric's anytime-valid confidence sequence at ``looks`` evenly spaced times
+    from the rollout's start to ``until_ns``.
+
+    Columns: time, metric, role, estimate (candidate − baseline, metric units), ci_lower,
+    ci_upper (the (1 − alpha) confidence sequence of the harm test; Howard et al. 2021 /
+    ``drift.sequential``), e_value, threshold (the Bonferroni e-value bar), status, n_baseline,
+    n_candidate. Looks before any data give no rows.
+    """
+    store = importlib.import_module("drift.canary_store")
+    jobs = importlib.import_module("drift.canary_jobs")
+    eng = engine(database_url)
+    rec = store.get_rollout(eng, tenant, name)
+    start = rec.data_since_unix_nano
+    end = until_ns if rec.finished_at is None else int(rec.finished_at.timestamp() * 1e9)
+    rows: list[dict[str, Any]] = []
+    if end <= start:
+        return pd.DataFrame(rows)
+    for i in range(1, looks + 1):
+        t = start + (end - start) * i // looks
+        now = dt.datetime.fromtimestamp(t / 1e9, dt.UTC)
+        ev = jobs.evaluate_rollout(eng, rec, now=now, apply=False).decision.evidence
+        for m in ev.metrics:
+            test = m.harm or m.non_inferiority
+            if test is None:
+                continue
+            rows.append(
+                {
+                    "time": pd.Timestamp(t, unit="ns", tz="UTC"),
+                    "metric": m.name,
+                    "role": m.role,
+                    "estimate": test.statistic,
+                    "ci_lower": test.ci_lower,
+                    "ci_upper": test.ci_upper,
+                    "e_value": m.harm.e_value if m.harm else None,
+                    "threshold": ev.threshold,
+                    "status": str(m.status),
+                    "n_baseline": m.n_baseline,
+                    "n_candidate": m.n_candidate,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def override_rollout(
+    database_url: str, tenant: str, name: str, action: str, reason: str, actor: str
+) -> str:
+    """Apply a manual ``pause`` / ``resume`` / ``abort`` (audited); returns the new status.
+
+    Raises:
+        ValueError: empty reason, unknown action, or the canary store refused it (no such
+            rollout, invalid state, a concurrent change), with its message.
+    """
+    if not reason.strip():
+        raise ValueError("reason must not be empty")
+    jobs = importlib.import_module("drift.canary_jobs")
+    errors = importlib.import_module("drift.errors")
+    try:
+        after, _ = jobs.override_rollout(
+            engine(database_url),
+            tenant,
+            name,
+            action,
+            reason.strip(),
+            actor=actor,
+            now=dt.datetime.now(dt.UTC),
+        )
+    except errors.DriftError as exc:
+        raise ValueError(str(exc)) from exc
+    st.cache_data.clear()
+    return str(after.status)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def judge_scores(database_url: str, tenant: str, since_ns: int) -> pd.DataFrame:
+    """Successful judge scores since ``since_ns`` with the call's model / variant."""
+    since = dt.datetime.fromtimestamp(since_ns / 1e9, dt.UTC)
+    return queries_quality.judge_scores_frame(engine(database_url), tenant, since)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def human_labels(database_url: str, tenant: str, since_ns: int) -> pd.DataFrame:
+    """Human labels since ``since_ns`` with the judge's score on the same item."""
+    since = dt.datetime.fromtimestamp(since_ns / 1e9, dt.UTC)
+    return queries_quality.human_labels_frame(engine(database_url), tenant, since)
+
+
+def quality_estimates(
+    scores: pd.DataFrame, labels: pd.DataFrame, alpha: float = 0.1
+) -> pd.DataFrame:
+    """Per variant: the PPI++ estimate of the mean human score with its (1 − alpha) interval
+    (Angelopoulos et al. 2023, ``judges.ppi.ppi_mean``), from audit labels (inclusion weights)
+    and the judge scores of the other judged calls, next to the judge-only and human-only means.
+    Rows with too little data carry None."""
+    ppi = importlib.import_module("judges.ppi")
+    out = []
+    audit = labels[labels["audit"].astype(bool)].dropna(subset=["human_score", "judge_score"])
+    for variant, g in scores.fillna({"variant": "?"}).groupby("variant"):
+        lab = audit[audit["variant"].fillna("?") == variant]
+        labelled = set(zip(lab["trace_id"], lab["span_id"], strict=True))
+        unl = g[[(t, s) not in labelled for t, s in zip(g["trace_id"], g["span_id"], strict=True)]]
+        row: dict[str, Any] = {
+            "variant": variant,
+            "judged": len(g),
+            "audit_labels": len(lab),
+            "judge_mean": float(g["score"].mean()),
+            "human_mean": float(lab["human_score"].mean()) if len(lab) else None,
+            "ppi_estimate": None,
+            "ppi_low": None,
+            "ppi_high": None,
+        }
+        if len(lab) >= 2 and len(unl) >= 2:
+            incl = lab["inclusion_probability"].astype(float)
+            est = ppi.ppi_mean(
+                lab["human_score"].to_numpy(float),
+                lab["judge_score"].to_numpy(float),
+                unl["score"].to_numpy(float),
+                alpha=alpha,
+                inclusion=None if incl.isna().any() else incl.to_numpy(),
+            )
+            row |= {"ppi_estimate": est.estimate, "ppi_low": est.ci_low, "ppi_high": est.ci_high}
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def agreement(labels: pd.DataFrame) -> tuple[float | None, int, pd.DataFrame]:
+    """Quadratic-weighted Cohen's κ of judge vs human on audit labels, the number of pairs, and
+    the confusion matrix (rows human, columns judge) as a long frame ``human, judge, count``."""
+    agr = importlib.import_module("judges.agreement")
+    audit = labels[labels["audit"].astype(bool)].dropna(subset=["human_score", "judge_score"])
+    h = [round(float(v)) for v in audit["human_score"]]
+    j = [round(float(v)) for v in audit["judge_score"]]
+    if not h:
+        return None, 0, pd.DataFrame(columns=["human", "judge", "count"])
+    kappa = agr.cohen_kappa(h, j, weights="quadratic")
+    cm = agr.confusion_matrix(h, j)
+    long = [
+        {"human": str(hl), "judge": str(jl), "count": cm.counts[a][b]}
+        for a, hl in enumerate(cm.labels)
+        for b, jl in enumerate(cm.labels)
+    ]
+    value = None if kappa.kappa is None or math.isnan(kappa.kappa) else float(kappa.kappa)
+    return value, kappa.n, pd.DataFrame(long)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def latest_drift(database_url: str, tenant: str) -> tuple[dict[str, Any] | None, pd.DataFrame]:
+    """The newest finished drift run and its results, flagged signals first."""
+    return queries_quality.latest_drift_results(engine(database_url), tenant)
+
+
+def review_progress(database_url: str, tenant: str, reviewer: str) -> dict[str, int]:
+    """Today's (UTC) labelled / skipped counts of ``reviewer`` and the open queue size."""
+    day = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return queries_quality.review_progress(engine(database_url), tenant, reviewer, day)
+
+
+def next_review(database_url: str, tenant: str, reviewer: str) -> Any | None:
+    """Claim (or re-read) the reviewer's next task (``judges.review.ReviewTask``) for 10 min."""
+    review = importlib.import_module("judges.review")
+    return review.next_item(engine(database_url), tenant, reviewer, lease_s=600.0)
+
+
+def submit_review(
+    database_url: str,
+    tenant: str,
+    item_id: int,
+    reviewer: str,
+    *,
+    score: int | None,
+    comment: str | None,
+    skip: bool,
+) -> Any:
+    """Store a label (or skip) through ``judges.review.submit_label``; clears cached reads."""
+    review = importlib.import_module("judges.review")
+    stored = review.submit_label(
+        engine(database_url),
+        tenant,
+        item_id,
+        reviewer,
+        score=score,
+        comment=comment or None,
+        skip=skip,
+    )
+    st.cache_data.clear()
+    return stored
+
+
+def histogram_frame(histogram: dict[str, Any] | None) -> pd.DataFrame:
+    """A drift result's stored histogram as ``bin, window, share`` (share of the window's
+    non-null values, so windows of different sizes compare)."""
+    if not histogram:
+        return pd.DataFrame(columns=["bin", "window", "share"])
+    if histogram.get("type") == "bins":
+        edges = histogram.get("edges") or []
+        names = [f"{edges[i]:.4g}–{edges[i + 1]:.4g}" for i in range(len(edges) - 1)]
+    else:
+        names = [str(c) for c in histogram.get("categories") or []]
+    rows = []
+    for window in ("reference", "current"):
+        counts = np.asarray(histogram.get(window) or [], dtype=float)
+        total = counts.sum()
+        for name, c in zip(names, counts, strict=False):
+            rows.append({"bin": name, "window": window, "share": c / total if total else None})
+    return pd.DataFrame(rows)
+
+
+def judge_verdict(
+    database_url: str, tenant: str, trace_id: str, span_id: str
+) -> list[dict[str, Any]]:
+    """The judge's results on one call (shown to a reviewer only after labelling)."""
+    from dashboard import queries
+
+    return [
+        {k: r[k] for k in ("rubric_name", "judge_model", "status", "score", "label", "explanation")}
+        for r in queries.judge_results_of_call(engine(database_url), tenant, trace_id, span_id)
+    ]

@@ -1,0 +1,125 @@
+"""Latency: percentiles over time by model and variant, one request's breakdown, engine gauges."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, data, ui
+
+METRICS = {
+    "TTFT (time to first token)": "ttft_s",
+    "TPOT (time per output token)": "tpot_s",
+    "Queue": "queue_s",
+    "Prefill": "prefill_s",
+    "Decode": "decode_s",
+    "End to end": "e2e_s",
+}
+
+ctx = ui.page_context("Latency", "Percentiles per time bucket; unknown latencies are skipped.")
+pct = data.latency_percentiles(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns)
+if pct.empty:
+    ui.no_data("latencies", f"No call with a known latency in the {ctx.range_label}.")
+else:
+    c1, c2 = st.columns([2, 1])
+    label = c1.selectbox("Latency", list(METRICS), key="lat_metric")
+    quantiles = c2.multiselect("Percentiles", ["p50", "p95", "p99"], ["p50", "p95"], key="lat_q")
+    sel = pct[(pct["metric"] == METRICS[label]) & (pct["quantile"].isin(quantiles))]
+    if sel.empty:
+        ui.no_data(label, "This latency is not reported by the calls of this window.")
+    else:
+        sel = sel.assign(value_ms=sel["value_s"] * 1000.0)
+        charts.show(
+            charts.line(
+                sel,
+                x="bucket",
+                y="value_ms",
+                y_title=f"{label} (ms)",
+                color="group",
+                stroke_dash="quantile",
+            )
+        )
+        st.caption("Lines: model / variant; dash: percentile. Hover for values (ms).")
+
+st.subheader("One request: queue → prefill → decode")
+recent = data.call_page(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, (), 200)
+broken_down = [c for c in recent if c["queue_s"] is not None and c["decode_s"] is not None]
+if not broken_down:
+    ui.no_data(
+        "server-side breakdown",
+        "Only calls served by an engine that reports queue/prefill/decode (vLLM) have one.",
+    )
+else:
+    options = {
+        f"{c['call_id'][:40]} · {c['model']} / {c['variant'] or '-'} · "
+        f"{(c['e2e_s'] or 0) * 1000:.0f} ms": c
+        for c in broken_down[:50]
+    }
+    pick = st.selectbox("Request (newest first)", list(options), key="lat_call")
+    call = options[pick]
+    parts = pd.DataFrame(
+        [
+            {"phase": p, "order": i, "ms": (call[f"{p}_s"] or 0.0) * 1000.0}
+            for i, p in enumerate(("queue", "prefill", "decode"))
+        ]
+    ).assign(request=call["call_id"][:24])
+    bar = (
+        alt.Chart(parts)
+        .mark_bar()
+        .encode(
+            x=alt.X("sum(ms):Q", title="time (ms)", stack="zero"),
+            y=alt.Y("request:N", title=None),
+            color=alt.Color("phase:N", sort=["queue", "prefill", "decode"]),
+            order=alt.Order("order:Q"),
+            tooltip=["phase:N", alt.Tooltip("ms:Q", format=".1f", title="ms")],
+        )
+        .properties(height=90)
+    )
+    charts.show(bar)
+    st.caption(
+        f"TTFT {ui.fmt(call['ttft_s'], 'ms')} · e2e {ui.fmt(call['e2e_s'], 'ms')} · "
+        f"{call['output_tokens']} output tokens · TPOT {ui.fmt(call['tpot_s'], 'ms')}"
+    )
+
+st.subheader("Engine: KV cache, queue depth, prefix cache")
+eng = data.engine_samples(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns)
+if eng.empty:
+    ui.no_data("engine samples", "Configure engine /metrics scraping in the collector.")
+else:
+    eng = eng.assign(engine=eng["model_name"].fillna("?") + " @ " + eng["url"])
+    a, b, c = st.columns(3)
+    with a:
+        charts.show(
+            charts.line(
+                eng.assign(kv_pct=eng["kv_cache_usage"] * 100),
+                x="time",
+                y="kv_pct",
+                y_title="KV-cache usage (%)",
+                color="engine",
+                height=200,
+            )
+        )
+    with b:
+        rw = eng.melt(
+            id_vars=["time", "engine"],
+            value_vars=["requests_running", "requests_waiting"],
+            var_name="state",
+            value_name="requests",
+        )
+        charts.show(
+            charts.line(rw, x="time", y="requests", y_title="requests", color="state", height=200)
+        )
+    with c:
+        charts.show(
+            charts.line(
+                eng.dropna(subset=["prefix_cache_hit_rate"]).assign(
+                    hit_pct=lambda d: d["prefix_cache_hit_rate"] * 100
+                ),
+                x="time",
+                y="hit_pct",
+                y_title="prefix-cache hit rate (%)",
+                color="engine",
+                height=200,
+            )
+        )

@@ -1,0 +1,158 @@
+"""What every page shares: settings, login, the tenant and time-range filters, formatting.
+
+Outside ``--dev`` a visitor logs in with a driftline API key, verified by
+:class:`collector.auth.KeyStore`; the key's tenant is the only tenant shown and its role decides
+the actions offered (``review``: labelling; ``admin``: rollout overrides). In ``--dev`` every
+tenant is visible and every action allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import streamlit as st
+
+from collector.auth import AuthError, KeyStore, Principal
+from dashboard import data
+from dashboard.settings import DashboardSettings, load_dashboard_settings
+
+DEV_PRINCIPAL = Principal(tenant="default", role="admin", key_id=None)
+#: label -> window length in seconds
+TIME_RANGES: dict[str, int] = {
+    "Last 15 minutes": 900,
+    "Last hour": 3600,
+    "Last 6 hours": 6 * 3600,
+    "Last 24 hours": 86400,
+    "Last 7 days": 7 * 86400,
+    "Last 30 days": 30 * 86400,
+}
+DEFAULT_RANGE = "Last 24 hours"
+
+
+@dataclass(frozen=True, slots=True)
+class PageContext:
+    """The filters of one page run: store, tenant, ``[since_ns, until_ns)`` (unix ns), who."""
+
+    settings: DashboardSettings
+    database_url: str
+    tenant: str
+    tenants: tuple[str, ...]
+    since_ns: int
+    until_ns: int
+    range_label: str
+    principal: Principal
+
+    @property
+    def window_s(self) -> float:
+        """Length of the time range in seconds."""
+        return (self.until_ns - self.since_ns) / 1e9
+
+    @property
+    def actor(self) -> str:
+        """Who acts (audit logs, reviewer name): ``key:<key_id>`` or ``dashboard-dev``."""
+        return f"key:{self.principal.key_id}" if self.principal.key_id else "dashboard-dev"
+
+    def allows(self, permission: str) -> bool:
+        """Whether the logged-in key may ``review`` / ``admin`` / ``read``."""
+        return self.principal.allows(permission)
+
+
+def settings() -> DashboardSettings:
+    """The dashboard settings, built once per session from the environment."""
+    if "driftline_settings" not in st.session_state:
+        st.session_state["driftline_settings"] = load_dashboard_settings()
+    s: DashboardSettings = st.session_state["driftline_settings"]
+    return s
+
+
+def _login(s: DashboardSettings) -> Principal | None:
+    if s.dashboard_dev:
+        return DEV_PRINCIPAL
+    principal = st.session_state.get("driftline_principal")
+    if isinstance(principal, Principal):
+        return principal
+    st.title("driftline")
+    with st.form("login"):
+        key = st.text_input("API key", type="password", placeholder="dl_...")
+        submitted = st.form_submit_button("Log in")
+    if submitted:
+        try:
+            principal = KeyStore(data.engine(s.database_url)).verify(f"Bearer {key.strip()}")
+        except AuthError as exc:
+            st.error(f"Login failed: {exc}")
+            return None
+        if not principal.allows("read"):
+            st.error(f"This key (role {principal.role}) may not read.")
+            return None
+        st.session_state["driftline_principal"] = principal
+        st.rerun()
+    return None
+
+
+def page_context(title: str, caption: str | None = None) -> PageContext:
+    """Log in (outside --dev), draw the sidebar filters and the page title; stops the run
+    (``st.stop``) until a valid key is given."""
+    s = settings()
+    principal = _login(s)
+    if principal is None:
+        st.stop()
+        raise RuntimeError("unreachable")  # st.stop() raises; this keeps type checkers honest
+    if s.dashboard_dev:
+        choices = tuple(data.tenants(s.database_url)) or ("default",)
+    else:
+        choices = (principal.tenant,)
+    with st.sidebar:
+        tenant = st.selectbox("Tenant", choices, key="flt_tenant")
+        label = st.selectbox(
+            "Time range",
+            list(TIME_RANGES),
+            index=list(TIME_RANGES).index(DEFAULT_RANGE),
+            key="flt_range",
+        )
+        if st.button("Refresh data", key="flt_refresh"):
+            st.cache_data.clear()
+        who = "dev mode (no login)" if s.dashboard_dev else f"{principal.role} key"
+        st.caption(f"{who} · cache {data.CACHE_TTL_S} s")
+        if not s.dashboard_dev and st.button("Log out", key="flt_logout"):
+            st.session_state.pop("driftline_principal", None)
+            st.rerun()
+    until = now_ns()
+    st.title(title)
+    if caption:
+        st.caption(caption)
+    return PageContext(
+        settings=s,
+        database_url=s.database_url,
+        tenant=str(tenant),
+        tenants=tuple(choices),
+        since_ns=until - TIME_RANGES[str(label)] * 1_000_000_000,
+        until_ns=until,
+        range_label=str(label),
+        principal=principal,
+    )
+
+
+def now_ns(granularity_s: int = 10) -> int:
+    """Now (unix ns) floored to ``granularity_s`` so cached queries share their key."""
+    step = granularity_s * 1_000_000_000
+    return (time.time_ns() // step) * step
+
+
+def no_data(what: str, why: str) -> None:
+    """The standard "no data yet" state of a section."""
+    st.info(f"**No {what} yet.** {why}", icon=":material/hourglass_empty:")
+
+
+def fmt(value: float | None, unit: str, digits: int = 3) -> str:
+    """``1.234 s`` / ``12 %`` / ``$0.0123``; ``–`` when unknown."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if unit == "%":
+        return f"{value * 100:.{max(digits - 2, 1)}f} %"
+    if unit == "USD":
+        return f"${value:,.{max(digits, 2)}f}"
+    if unit == "ms":
+        return f"{value * 1000:,.0f} ms"
+    return f"{value:,.{digits}g} {unit}".strip()
