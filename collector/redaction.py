@@ -294,7 +294,11 @@ _STEPS: tuple[tuple[PiiKind, re.Pattern[str], Callable[[re.Match[str]], tuple[st
 )
 
 
-_DIGIT = re.compile(r"\d")
+def _has_digit(text: str) -> bool:
+    # ASCII digits suffice: libphonenumber and the card/IP patterns need them
+    return any(d in text for d in "0123456789")
+
+
 _SECRET_MARKERS = (
     "-----BEGIN",
     "sk-",
@@ -316,16 +320,47 @@ _SECRET_MARKERS = (
 _KEY_WORDS = ("key", "secret", "token", "passw", "pwd", "auth", "credential", "session")
 
 
+_IPV6_AT = re.compile(r"[0-9A-Fa-f]{0,4}:")
+_HEXCHARS = frozenset("0123456789abcdefABCDEF:")
+
+
+def _ipv6_possible(text: str) -> bool:
+    """Some ``:`` is preceded by a hex digit or ``:`` and followed by hex groups and ``:``."""
+    i = text.find(":")
+    while i != -1:
+        if i > 0 and text[i - 1] in _HEXCHARS and _IPV6_AT.match(text, i + 1):
+            return True
+        i = text.find(":", i + 1)
+    return False
+
+
+_KV_TAIL = re.compile(r"[a-z0-9_.-]{0,40}[\"']?\s*[:=]")
+
+
+def _key_value_possible(low: str) -> bool:
+    """A secret keyword followed closely by ``:`` or ``=`` (str.find is far cheaper than a
+    case-insensitive alternation scan over the whole text)."""
+    for word in _KEY_WORDS:
+        i = low.find(word)
+        while i != -1:
+            end = i + len(word)
+            tail = low[end : end + 45]
+            if ("=" in tail or ":" in tail) and _KV_TAIL.match(low, end):
+                return True
+            i = low.find(word, end)
+    return False
+
+
 def _gates(text: str) -> tuple[bool, ...]:
     """For each step of ``_STEPS``: can its pattern match at all? (necessary conditions only)"""
     low = text.lower()
-    digit = _DIGIT.search(text) is not None
+    digit = _has_digit(text)
     return (
         any(m in text for m in _SECRET_MARKERS),
         "bearer" in low,
-        ("=" in text or ":" in text) and any(w in low for w in _KEY_WORDS),
+        ("=" in text or ":" in text) and _key_value_possible(low),
         "@" in text,
-        text.count(":") >= 2,
+        _ipv6_possible(text),
         digit and "." in text,
         digit,
     )
@@ -360,7 +395,7 @@ def redact(text: str, *, phone_region: str | None = "US") -> RedactionResult:
         if gate:  # cheap literal pre-checks skip patterns that cannot match (measured 10x)
             text, n = _sub(pattern, text, keep)
             counts[kind] += n
-    if _DIGIT.search(text):
+    if _has_digit(text):
         text, n = _phones(text, phone_region)
         counts[PiiKind.PHONE] += n
     return RedactionResult(
