@@ -155,6 +155,12 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=14318)
     ap.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--capture",
+        choices=["none", "redacted", "full"],
+        default="redacted",
+        help="content capture policy of the collector (default: the product default)",
+    )
     args = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="driftline-bench-")
@@ -180,7 +186,11 @@ def main() -> None:
             "--log-level",
             "warning",
         ],
-        env={**os.environ, "DRIFTLINE_DATABASE_URL": db_url},
+        env={
+            **os.environ,
+            "DRIFTLINE_DATABASE_URL": db_url,
+            "DRIFTLINE_CAPTURE_CONTENT": args.capture,
+        },
     )
     try:
         wait_healthy(url, proc)
