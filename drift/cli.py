@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import click
+import httpx
 import numpy as np
 
 from drift.simulate import simulate
@@ -61,3 +65,117 @@ def simulate_command(
     if result.detection_samples_ratio is not None:
         click.echo(f"RESULT detection_samples_ratio={result.detection_samples_ratio:.3f}")
         click.echo(f"RESULT fixed_n_samples={result.fixed_n_samples:.0f} requests")
+
+
+# ---- rollouts on a running collector (HTTP) ------------------------------------------------
+
+_collector_url = click.option(
+    "--collector-url",
+    envvar="DRIFTLINE_COLLECTOR_URL",
+    default="http://127.0.0.1:4318",
+    show_default=True,
+    help="collector REST base URL",
+)
+_api_key = click.option(
+    "--api-key",
+    envvar="DRIFTLINE_API_KEY",
+    default=None,
+    help="collector API key (admin for evaluate/pause/resume/abort; not needed with --dev)",
+)
+
+
+def _request(
+    method: str, url: str, path: str, api_key: str | None, **kwargs: Any
+) -> dict[str, Any]:
+    """Call the collector; a 4xx/5xx or connection error becomes a ClickException."""
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        resp = httpx.request(method, url.rstrip("/") + path, headers=headers, timeout=30, **kwargs)
+    except httpx.HTTPError as exc:
+        raise click.ClickException(f"collector at {url} unreachable: {exc}") from None
+    if resp.status_code >= 400:
+        try:
+            message = resp.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = resp.text[:500]
+        raise click.ClickException(f"HTTP {resp.status_code}: {message}")
+    body: dict[str, Any] = resp.json()
+    return body
+
+
+def _line(r: dict[str, Any]) -> str:
+    return (
+        f"{r['name']}: {r['status']} step {r['step_index'] + 1}/{len(r['steps_pct'])} "
+        f"{r['candidate_variant']}={r['candidate_weight_pct']:g}% "
+        f"{r['baseline_variant']}={r['baseline_weight_pct']:g}% "
+        f"v{r['version']} last={r['latest']['decision'] or '-'}"
+    )
+
+
+@canary.command("status")
+@click.argument("name", required=False)
+@_collector_url
+@_api_key
+@click.option("--json", "as_json", is_flag=True, help="print the API's JSON")
+def status_command(
+    name: str | None, collector_url: str, api_key: str | None, as_json: bool
+) -> None:
+    """Show one rollout (state, weights, latest reasons) or list all."""
+    if name is None:
+        body = _request("GET", collector_url, "/api/v1/rollouts", api_key)
+        if as_json:
+            click.echo(json.dumps(body, indent=2))
+            return
+        for r in body["items"]:
+            click.echo(_line(r))
+        return
+    r = _request("GET", collector_url, f"/api/v1/rollouts/{name}", api_key)
+    if as_json:
+        click.echo(json.dumps(r, indent=2))
+        return
+    click.echo(_line(r))
+    for reason in r["latest"]["reasons"]:
+        click.echo(f"  - {reason}")
+
+
+@canary.command("evaluate")
+@click.argument("name")
+@_collector_url
+@_api_key
+@click.option("--dry-run", is_flag=True, help="decide without applying")
+def evaluate_command(name: str, collector_url: str, api_key: str | None, dry_run: bool) -> None:
+    """Evaluate a rollout now and apply the decision (unless --dry-run)."""
+    body = _request(
+        "POST",
+        collector_url,
+        f"/api/v1/rollouts/{name}/evaluate",
+        api_key,
+        params={"apply": "false" if dry_run else "true"},
+    )
+    click.echo(f"decision={body['decision']} applied={str(body['applied']).lower()}")
+    click.echo(_line(body["rollout"]))
+    for reason in body["reasons"]:
+        click.echo(f"  - {reason}")
+
+
+def _override(action: str) -> click.Command:
+    @click.command(action, help=f"{action.capitalize()} a rollout (audited, needs a reason).")
+    @click.argument("name")
+    @click.option("--reason", required=True, help="why (stored in the audit log)")
+    @_collector_url
+    @_api_key
+    def command(name: str, reason: str, collector_url: str, api_key: str | None) -> None:
+        body = _request(
+            "POST",
+            collector_url,
+            f"/api/v1/rollouts/{name}/override",
+            api_key,
+            json={"action": action, "reason": reason},
+        )
+        click.echo(_line(body["rollout"]))
+
+    return command
+
+
+for _action in ("pause", "resume", "abort"):
+    canary.add_command(_override(_action))
