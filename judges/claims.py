@@ -91,7 +91,7 @@ def claim_samples(
         if not taken:
             return []
         rows = conn.execute(
-            select(JudgeSample, LLMCall.model, LLMCall.variant, LLMCall.input_text,
+            select(JudgeSample.__table__, LLMCall.model, LLMCall.variant, LLMCall.input_text,
                    LLMCall.output_text)
             .outerjoin(
                 LLMCall,
@@ -105,9 +105,8 @@ def claim_samples(
             .order_by(JudgeSample.id)
         ).all()  # fmt: skip
         claimed: list[ClaimedSample] = []
-        for row in rows:
-            s: JudgeSample = row[0]
-            if not row.input_text or not row.output_text:
+        for s in rows:
+            if not s.input_text or not s.output_text:
                 conn.execute(
                     update(JudgeSample)
                     .where(JudgeSample.id == s.id)
@@ -125,10 +124,10 @@ def claim_samples(
                     reason=s.reason,
                     attempts=s.attempts + 1,
                     inclusion_probability=s.inclusion_probability,
-                    model=row.model,
-                    variant=row.variant,
-                    input_text=row.input_text,
-                    output_text=row.output_text,
+                    model=s.model,
+                    variant=s.variant,
+                    input_text=s.input_text,
+                    output_text=s.output_text,
                 )
             )
         return claimed

@@ -47,7 +47,7 @@ def list_results(
     if not 1 <= limit <= 1000:
         raise ValueError("limit must be in 1..1000")
     query = (
-        select(JudgeResultRow, LLMCall.response_id)
+        select(JudgeResultRow.__table__, LLMCall.response_id)
         .outerjoin(
             LLMCall,
             and_(
@@ -69,7 +69,8 @@ def list_results(
     if after_id is not None:
         query = query.where(JudgeResultRow.id > after_id)
     items: list[dict[str, Any]] = []
-    for result, response_id in conn.execute(query).all():
+    for result in conn.execute(query).all():
+        response_id = result.response_id
         items.append(
             {
                 "id": result.id,

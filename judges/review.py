@@ -123,7 +123,13 @@ def next_item(
 
 def _task(conn: Any, item_id: int, expires: dt.datetime) -> ReviewTask:
     row = conn.execute(
-        select(ReviewItem, LLMCall.model, LLMCall.variant, LLMCall.input_text, LLMCall.output_text)
+        select(
+            ReviewItem.__table__,
+            LLMCall.model,
+            LLMCall.variant,
+            LLMCall.input_text,
+            LLMCall.output_text,
+        )
         .outerjoin(
             LLMCall,
             and_(
@@ -134,7 +140,7 @@ def _task(conn: Any, item_id: int, expires: dt.datetime) -> ReviewTask:
         )
         .where(ReviewItem.id == item_id)
     ).one()
-    item: ReviewItem = row[0]
+    item = row
     return ReviewTask(
         id=item.id,
         rubric=builtin_rubric(item.rubric),
@@ -176,8 +182,10 @@ def submit_label(
         raise ReviewConflictError("score is required unless skip=true")
     with engine.begin() as conn:
         item = conn.execute(
-            select(ReviewItem).where(ReviewItem.tenant == tenant, ReviewItem.id == item_id)
-        ).scalar_one_or_none()
+            select(ReviewItem.rubric, ReviewItem.status).where(
+                ReviewItem.tenant == tenant, ReviewItem.id == item_id
+            )
+        ).first()
         if item is None:
             raise ReviewNotFoundError(f"review item {item_id} not found")
         label = None
