@@ -20,6 +20,7 @@ JOB_FACTORIES: list[str] = [
     "collector.background:jobs",
     "judges.jobs:jobs",
     "drift.canary_jobs:jobs",
+    "drift.jobs:jobs",
 ]
 
 

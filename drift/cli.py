@@ -9,7 +9,10 @@ import click
 import httpx
 import numpy as np
 
+from drift.runcli import drift  # the `driftline drift` group (LAZY_COMMANDS: drift.cli:drift)
 from drift.simulate import simulate
+
+__all__ = ["canary", "drift"]
 
 
 @click.group()

@@ -1,0 +1,96 @@
+"""``driftline drift ...`` commands (the ``drift`` group, re-exported by ``drift.cli``)."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from collector.settings import load_settings
+from collector.store import engine as store_engine
+from drift.runs import (
+    RunSummary,
+    load_drift_settings,
+    monitored_tenants,
+    resolve_windows,
+    run_drift,
+)
+from drift.windows import parse_time
+
+
+@click.group()
+def drift() -> None:
+    """Drift tests of LLM signals (reference window vs current window, per segment)."""
+
+
+def _echo(summary: RunSummary) -> None:
+    click.echo(
+        f"run {summary.run_id} tenant={summary.tenant} status={summary.status} "
+        f"evaluated={summary.n_evaluated} drifted={summary.n_drifted} "
+        f"duration={summary.duration_s:.2f}s"
+    )
+    for signal, segment in summary.drifted:
+        click.echo(f"  drifted: {signal} [{segment or 'all traffic'}]")
+    for signal, why in summary.skipped.items():
+        click.echo(f"  skipped: {signal}: {why}")
+    if summary.error:
+        click.echo(f"  error: {summary.error}", err=True)
+
+
+@drift.command("run")
+@click.option("--once", is_flag=True, help="One run per tenant, then exit (default: loop).")
+@click.option("--since", default=None, help="Current window start: ISO 8601, unix s, or 2h ago.")
+@click.option(
+    "--reference",
+    default=None,
+    help="START..END (pinned range), deploy:COLUMN=VALUE, or 24h (rolling length).",
+)
+@click.option("--tenant", "tenants", multiple=True, help="Tenant(s) (default: all with calls).")
+@click.option("--database-url", default=None, help="Overrides DRIFTLINE_DATABASE_URL.")
+@click.option("--seed", type=int, default=None, help="Seed of the run's random samples.")
+@click.option("--no-migrate", is_flag=True, help="Do not upgrade the schema first.")
+def run_command(
+    once: bool,
+    since: str | None,
+    reference: str | None,
+    tenants: tuple[str, ...],
+    database_url: str | None,
+    seed: int | None,
+    no_migrate: bool,
+) -> None:
+    """Run the drift monitor: rolling (DRIFTLINE_DRIFT_REFERENCE_HOURS before the current
+    window) or pinned (--reference) reference vs the current window (--since .. now)."""
+    settings = load_settings(database_url=database_url)
+    drift_settings = load_drift_settings(seed=seed, tenants=list(tenants) or None)
+    if not no_migrate:
+        store_engine.upgrade(settings.database_url)
+    engine = store_engine.make_engine(settings.database_url)
+    failed = False
+    try:
+        while True:
+            now_ns = time.time_ns()
+            try:
+                since_ns = (
+                    None if since is None else parse_time(since, now_ns=now_ns, name="--since")
+                )
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--since") from None
+            horizon = (since_ns or now_ns) - int(drift_settings.reference_hours * 3600e9)
+            for tenant in monitored_tenants(engine, drift_settings, since_ns=horizon):
+                try:
+                    windows = resolve_windows(
+                        engine, tenant, drift_settings, now_ns=now_ns, reference=reference,
+                        since_ns=since_ns,
+                    )  # fmt: skip
+                except ValueError as exc:
+                    raise click.BadParameter(str(exc), param_hint="--reference") from None
+                summary = run_drift(engine, settings.database_url, tenant, windows, drift_settings)
+                failed = failed or summary.status != "ok"
+                _echo(summary)
+            if once:
+                break
+            time.sleep(drift_settings.interval_s)
+    finally:
+        engine.dispose()
+    if failed:
+        raise SystemExit(1)

@@ -1,0 +1,333 @@
+"""A drift run: windows → extraction → tests → stored run → alert events.
+
+:func:`run_drift` is what ``driftline drift run`` and the scheduled job call. The run row is
+written first (``status='running'``), then every signal × segment result with its effect size
+and histograms, then the summary (``ok``), or ``failed`` with the error. Each drifted result
+emits one ``drift_detected`` event to the alerts subsystem (:func:`emit_drift_events`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import logging
+import math
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy import Engine, func, select
+
+from collector.errors import ConfigError
+from collector.store import driftqueries
+from collector.store.models import LLMCall
+from drift.columnar import ColumnDetail, evaluate_columns
+from drift.errors import DriftError
+from drift.report import SignalResult
+from drift.signals import SIGNALS, ExtractConfig, Extraction, extract
+from drift.windows import NS, DeployMarker, Windows, deploy_windows, parse_reference
+
+log = logging.getLogger(__name__)
+
+
+class DriftSettings(BaseSettings):
+    """Drift monitor configuration, env prefix ``DRIFTLINE_DRIFT_`` (e.g.
+    ``DRIFTLINE_DRIFT_REFERENCE_HOURS=168``). Durations in hours unless named ``_s``."""
+
+    model_config = SettingsConfigDict(env_prefix="DRIFTLINE_DRIFT_", extra="ignore")
+
+    enabled: bool = Field(True, description="Run the scheduled drift job in the collector.")
+    interval_s: float = Field(3600.0, gt=0, description="Seconds between scheduled runs.")
+    current_hours: float = Field(1.0, gt=0, description="Length of the current window.")
+    reference_hours: float = Field(
+        24.0, gt=0, description="Rolling / deploy reference: hours before the current window."
+    )
+    reference: str | None = Field(
+        None, description="Pinned reference: START..END (ISO 8601) or deploy:COLUMN=VALUE."
+    )
+    tenants: list[str] = Field(
+        default_factory=list, description="Tenants to monitor (empty: every tenant with calls)."
+    )
+    signals: list[str] = Field(default_factory=lambda: list(SIGNALS))
+    segment_by: list[str] = Field(default_factory=lambda: ["model", "variant", "service"])
+    max_segments: int = Field(20, ge=1)
+    min_samples: int = Field(30, ge=1, description="Below this per window: insufficient data.")
+    fdr_q: float = Field(0.05, gt=0, lt=1, description="Benjamini–Hochberg level.")
+    text_sample: int = Field(200, ge=1, description="Texts per window × segment for language.")
+    embedding_sample: int = Field(128, ge=1, description="Prompts per window × segment embedded.")
+    seed: int | None = Field(None, description="Seed of the run's rng (None: fresh entropy).")
+    alert: bool = Field(True, description="Emit drift_detected alert events.")
+
+    def extract_config(self) -> ExtractConfig:
+        """The :class:`ExtractConfig` of these settings. Raises ValueError naming a field."""
+        return ExtractConfig(
+            signals=tuple(self.signals),
+            segment_by=tuple(self.segment_by),
+            max_segments=self.max_segments,
+            text_sample=self.text_sample,
+            embedding_sample=self.embedding_sample,
+        )
+
+
+def load_drift_settings(**overrides: Any) -> DriftSettings:
+    """:class:`DriftSettings` from explicit overrides (None ignored), the environment, defaults.
+
+    Raises:
+        ConfigError: an invalid value; the message names the ``DRIFTLINE_DRIFT_*`` variable.
+    """
+    try:
+        return DriftSettings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"DRIFTLINE_DRIFT_{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise ConfigError(f"invalid drift configuration: {problems}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """Outcome of one run: ``status`` ``ok`` | ``failed``; counts as stored."""
+
+    run_id: str
+    tenant: str
+    status: str
+    n_results: int
+    n_evaluated: int
+    n_drifted: int
+    drifted: tuple[tuple[str, str | None], ...]
+    skipped: dict[str, str]
+    duration_s: float
+    error: str | None = None
+
+
+def resolve_windows(
+    engine: Engine,
+    tenant: str,
+    settings: DriftSettings,
+    *,
+    now_ns: int,
+    reference: str | None = None,
+    since_ns: int | None = None,
+) -> Windows:
+    """The run's windows: ``reference`` (CLI) or ``settings.reference`` when given, else rolling.
+
+    Raises:
+        DriftError: a deploy marker that no call of the tenant carries.
+        ValueError: a malformed reference (named) or empty windows.
+    """
+    spec = reference if reference is not None else settings.reference
+    cur_start = (
+        since_ns if since_ns is not None else now_ns - int(settings.current_hours * 3600 * NS)
+    )
+    ref_hours = settings.reference_hours
+    if spec is not None:
+        parsed = parse_reference(spec, now_ns=now_ns)
+        if isinstance(parsed, DeployMarker):
+            col = getattr(LLMCall, parsed.column)
+            with engine.connect() as conn:
+                marker = conn.execute(
+                    select(func.min(LLMCall.start_unix_nano)).where(
+                        LLMCall.tenant == tenant, col == parsed.value
+                    )
+                ).scalar()
+            if marker is None:
+                raise DriftError(f"deploy marker {spec!r}: no call of tenant {tenant!r} has it")
+            w = deploy_windows(int(marker), parsed, now_ns=now_ns, reference_hours=ref_hours)
+            if since_ns is not None:
+                w = Windows(w.reference_start_ns, w.reference_end_ns, since_ns, now_ns, "deploy",
+                            w.reference_label)  # fmt: skip
+            return w
+        if isinstance(parsed, tuple):
+            return Windows(parsed[0], parsed[1], cur_start, now_ns, "range", spec)
+        ref_hours = parsed
+    return Windows(cur_start - int(ref_hours * 3600 * NS), cur_start, cur_start, now_ns, "rolling")
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _result_row(
+    tenant: str, run_id: str, seq: int, r: SignalResult, d: ColumnDetail, keys: dict[str, Any]
+) -> dict[str, Any]:
+    res = r.result
+    return {
+        "tenant": tenant,
+        "run_id": run_id,
+        "seq": seq,
+        "signal": r.signal,
+        "kind": r.kind,
+        "segment": r.segment,
+        "segment_keys": keys,
+        "method": res.method,
+        "score_kind": res.score_kind,
+        "statistic": _finite(res.statistic),
+        "pvalue": _finite(res.pvalue),
+        "adjusted_pvalue": _finite(r.adjusted_pvalue),
+        "threshold": res.threshold,
+        "drifted": res.drifted,
+        "unadjusted_drifted": r.unadjusted_drifted,
+        "insufficient_data": res.insufficient_data,
+        "n_reference": res.n_reference,
+        "n_current": res.n_current,
+        "n_reference_null": r.n_reference_null,
+        "n_current_null": r.n_current_null,
+        "effect_size": _finite(d.effect_size),
+        "effect_kind": d.effect_kind,
+        "psi": _finite(d.psi),
+        "reference_summary": d.reference_summary,
+        "current_summary": d.current_summary,
+        "unseen_categories": list(res.unseen_categories),
+        "histogram": d.histogram,
+    }
+
+
+def emit_drift_events(engine: Engine, tenant: str, run_id: str, rows: list[dict[str, Any]]) -> int:
+    """The single call site into alerting: one ``drift_detected`` event per drifted result.
+
+    Calls ``collector.alerts.emit_event(engine, tenant, kind="drift_detected", labels=...,
+    annotations=..., value=...)`` when the alerts subsystem provides it; otherwise logs and
+    returns 0. Returns the number of events emitted.
+    """
+    try:
+        emit = importlib.import_module("collector.alerts").emit_event
+    except (ImportError, AttributeError):
+        log.warning("drift: collector.alerts.emit_event is not available; no alert events")
+        return 0
+    n = 0
+    for row in rows:
+        if row["drifted"] is not True:
+            continue
+        emit(
+            engine,
+            tenant,
+            kind="drift_detected",
+            labels={"signal": row["signal"], "segment": row["segment"] or "all"},
+            annotations={
+                "run_id": run_id,
+                "method": row["method"],
+                "effect_kind": row["effect_kind"],
+                "summary": f"{row['signal']} drifted ({row['method']}) in "
+                f"{row['segment'] or 'all traffic'}",
+            },
+            value=row["effect_size"] if row["effect_size"] is not None else row["statistic"],
+        )
+        n += 1
+    return n
+
+
+def run_drift(
+    engine: Engine,
+    database_url: str,
+    tenant: str,
+    windows: Windows,
+    settings: DriftSettings,
+    *,
+    trigger: str = "cli",
+    rng: np.random.Generator | None = None,
+) -> RunSummary:
+    """Run every configured signal × segment test for one tenant and store the run.
+
+    Args:
+        engine: SQLAlchemy engine of the store (run and result rows are written with it).
+        database_url: the same store's URL (calls are read through ADBC).
+        tenant: whose calls.
+        windows: reference and current windows.
+        settings: signals, segments, thresholds, samples.
+        trigger: ``cli`` | ``schedule`` (stored).
+        rng: randomness of the samples and embedding tests (default: seeded by
+            ``settings.seed``).
+
+    Returns:
+        :class:`RunSummary`; a failed extraction is stored as ``failed`` and returned with the
+        error (not raised), so a scheduled loop continues with the next tenant.
+    """
+    rng = rng if rng is not None else np.random.default_rng(settings.seed)
+    run_id = uuid.uuid4().hex
+    t0 = time.perf_counter()
+    config = settings.extract_config()
+    with engine.begin() as conn:
+        driftqueries.insert_run(
+            conn,
+            {
+                "tenant": tenant,
+                "run_id": run_id,
+                "trigger": trigger,
+                "status": "running",
+                "started_at": dt.datetime.now(dt.UTC),
+                "reference_kind": windows.reference_kind,
+                "reference_label": windows.reference_label,
+                "reference_start_unix_nano": windows.reference_start_ns,
+                "reference_end_unix_nano": windows.reference_end_ns,
+                "current_start_unix_nano": windows.current_start_ns,
+                "current_end_unix_nano": windows.current_end_ns,
+                "fdr_q": settings.fdr_q,
+                "config": settings.model_dump(mode="json"),
+                "skipped": {},
+            },
+        )
+    try:
+        ex: Extraction = extract(database_url, tenant, windows, config, rng=rng)
+        report, details = evaluate_columns(
+            ex.columns, min_samples=settings.min_samples, fdr_q=settings.fdr_q, rng=rng
+        )
+        rows = [
+            _result_row(tenant, run_id, i, r, d, ex.segment_keys.get(r.segment, {}))
+            for i, (r, d) in enumerate(zip(report.results, details, strict=True))
+        ]
+    except Exception as exc:  # stored as a failed run; the caller decides what to do next
+        log.exception("drift run %s of tenant %s failed", run_id, tenant)
+        elapsed = time.perf_counter() - t0
+        with engine.begin() as conn:
+            driftqueries.finish_run(
+                conn,
+                tenant,
+                run_id,
+                {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+                 "finished_at": dt.datetime.now(dt.UTC), "duration_s": elapsed},
+            )  # fmt: skip
+        return RunSummary(run_id, tenant, "failed", 0, 0, 0, (), {}, elapsed, str(exc))
+    elapsed = time.perf_counter() - t0
+    with engine.begin() as conn:
+        driftqueries.insert_results(conn, rows)
+        driftqueries.finish_run(
+            conn,
+            tenant,
+            run_id,
+            {
+                "status": "ok",
+                "finished_at": dt.datetime.now(dt.UTC),
+                "duration_s": elapsed,
+                "n_reference_calls": ex.n_reference_calls,
+                "n_current_calls": ex.n_current_calls,
+                "n_results": len(rows),
+                "n_evaluated": report.n_evaluated,
+                "n_drifted": report.n_drifted,
+                "drift_share": report.drift_share,
+                "dataset_drifted": report.dataset_drifted,
+                "skipped": ex.skipped,
+            },
+        )
+    if settings.alert and report.n_drifted:
+        emit_drift_events(engine, tenant, run_id, rows)
+    drifted = tuple((r.signal, r.segment) for r in report.results if r.drifted)
+    return RunSummary(
+        run_id, tenant, "ok", len(rows), report.n_evaluated, report.n_drifted, drifted,
+        dict(ex.skipped), elapsed,
+    )  # fmt: skip
+
+
+def monitored_tenants(engine: Engine, settings: DriftSettings, *, since_ns: int) -> list[str]:
+    """``settings.tenants``, or every tenant with a call started at or after ``since_ns``."""
+    if settings.tenants:
+        return list(settings.tenants)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(LLMCall.tenant).where(LLMCall.start_unix_nano >= since_ns).distinct()
+        ).scalars()
+        return sorted(rows)

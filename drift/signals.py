@@ -1,0 +1,396 @@
+"""Signal extraction: per window and segment, the columns a drift run tests.
+
+Calls come from the store through ADBC as Arrow (:func:`collector.store.analytics.fetch_calls`),
+one read per window; every per-call signal is computed in DuckDB over that Arrow table, and the
+columns leave DuckDB as numpy arrays (numbers, NaN = null) or ``GROUP BY`` counts (categories),
+the representation :mod:`drift.columnar` tests. Only bounded random samples cross into Python
+per text: language identification and prompt embeddings (:mod:`drift.textsample`).
+
+Signals (:data:`SIGNALS`): token counts and latencies (numbers); finish_reason mix; refusal,
+empty output, guardrail hits and thumbs-down (proportions); judge score (numbers, when the judges
+subsystem stores scores); prompt / output language and language mismatch (sampled); prompt
+embeddings (sampled, classifier two-sample test and centroid distance). Segments: the
+combinations of ``model``, ``variant`` and ``service`` (``service_name``) of the tenant, the
+largest ``max_segments`` of them, plus all traffic.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from collector.store import analytics
+from drift.columnar import ColumnWindow
+from drift.report import Kind
+from drift.signalsources import judge_scores, thumbs_votes
+from drift.textsample import sampled_text_columns
+from drift.textsignals import _FIRST_PERSON, _REQUEST_WORDS, REFUSAL_MARKERS, REFUSAL_WINDOW_CHARS
+from drift.windows import Windows
+
+log = logging.getLogger(__name__)
+
+NUMERIC_SIGNALS = ("input_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s")
+PROPORTION_SIGNALS = ("refusal", "empty_output", "guardrail_hit", "thumbs_down")
+SAMPLED_SIGNALS = ("prompt_language", "output_language", "language_mismatch")
+EMBEDDING_SIGNALS = ("prompt_embedding", "prompt_centroid")
+#: every signal and its kind for the tests
+SIGNALS: dict[str, Kind] = {
+    **dict.fromkeys(NUMERIC_SIGNALS, "numerical"),
+    "finish_reason": "categorical",
+    **dict.fromkeys(PROPORTION_SIGNALS, "categorical"),
+    "judge_score": "numerical",
+    **dict.fromkeys(SAMPLED_SIGNALS, "categorical"),
+    **dict.fromkeys(EMBEDDING_SIGNALS, "embedding"),
+}
+SEGMENT_COLUMNS = {"model": "model", "variant": "variant", "service": "service_name"}
+_WHITESPACE = " \t\n\r\x0b\x0c"
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractConfig:
+    """What to extract.
+
+    Attributes:
+        signals: names from :data:`SIGNALS`.
+        segment_by: dimensions of a segment, from ``model``, ``variant``, ``service``.
+        max_segments: the largest segments (by calls in both windows) that are tested; the
+            others still count in all traffic.
+        include_all: also test all traffic of the tenant (segment ``None``) when there is more
+            than one segment.
+        text_sample: calls per window × segment whose texts get language identification.
+        embedding_sample: prompts per window × segment that are embedded (2 CPU cores embed
+            about 100 short prompts per second with all-MiniLM-L6-v2 at 128 tokens).
+        embedding_max_seq: tokens kept per prompt for the embedding (1..256).
+    """
+
+    signals: tuple[str, ...] = tuple(SIGNALS)
+    segment_by: tuple[str, ...] = ("model", "variant", "service")
+    max_segments: int = 20
+    include_all: bool = True
+    text_sample: int = 200
+    embedding_sample: int = 128
+    embedding_max_seq: int = 128
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.signals if s not in SIGNALS]
+        if unknown:
+            raise ValueError(f"signals: unknown {unknown}; known: {list(SIGNALS)}")
+        bad = [s for s in self.segment_by if s not in SEGMENT_COLUMNS]
+        if bad:
+            raise ValueError(f"segment_by: unknown {bad}; known: {list(SEGMENT_COLUMNS)}")
+        for name in ("max_segments", "text_sample", "embedding_sample"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if not 1 <= self.embedding_max_seq <= 256:
+            raise ValueError(f"embedding_max_seq must be in 1..256, got {self.embedding_max_seq}")
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """The extracted columns of one run.
+
+    Attributes:
+        columns: one :class:`ColumnWindow` per signal × segment (segment label ``None`` = all
+            traffic).
+        segment_keys: segment label → ``{"model": ..., "variant": ..., "service": ...}``
+            (``{}`` for all traffic; ``None`` values where the call did not say).
+        n_reference_calls, n_current_calls: calls read per window (all segments).
+        skipped: signal (or ``"segments"``) → why it was not tested.
+    """
+
+    columns: tuple[ColumnWindow, ...]
+    segment_keys: dict[str | None, dict[str, str | None]]
+    n_reference_calls: int
+    n_current_calls: int
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def _sql_regex(alternatives: Sequence[str]) -> str:
+    """An RE2 alternation matching any of the literal strings."""
+    return "(" + "|".join(re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", a) for a in alternatives) + ")"
+
+
+def refusal_sql(text_column: str) -> str:
+    """DuckDB expression equal to :func:`drift.textsignals.is_refusal` on ``text_column``.
+
+    Generated from the same marker lists, so the two cannot diverge: strip whitespace, fold
+    curly apostrophes, lower-case, keep the first ``REFUSAL_WINDOW_CHARS`` characters; a
+    refusal when a non-first-person marker occurs there, or a first-person one together with a
+    request verb. NULL text gives NULL. Source: see :func:`drift.textsignals.refusal_marker`.
+    """
+    opening = (
+        f"substr(lower(replace(replace(trim({text_column}, '{_WHITESPACE}'), "
+        f"'\u2019', ''''), '\u2018', '''')), 1, {REFUSAL_WINDOW_CHARS})"
+    )
+    plain = [m for m in REFUSAL_MARKERS if m not in _FIRST_PERSON]
+    first = [m for m in REFUSAL_MARKERS if m in _FIRST_PERSON]
+
+    def lit(rx: str) -> str:
+        return "'" + rx.replace("'", "''") + "'"
+
+    return (
+        f"CASE WHEN {text_column} IS NULL THEN NULL ELSE "
+        f"(regexp_matches({opening}, {lit(_sql_regex(plain))}) OR "
+        f"(regexp_matches({opening}, {lit(_sql_regex(first))}) AND "
+        f"regexp_matches({opening}, {lit(_REQUEST_WORDS.pattern)}))) END"
+    )
+
+
+def _segment_label(keys: dict[str, str | None]) -> str:
+    return ",".join(f"{k}={'(none)' if v is None else v}" for k, v in keys.items())
+
+
+def _read(database_url: str, tenant: str, windows: Windows, names: list[str]) -> pa.Table:
+    parts = []
+    for win, (lo, hi) in enumerate(
+        (
+            (windows.reference_start_ns, windows.reference_end_ns),
+            (windows.current_start_ns, windows.current_end_ns),
+        )
+    ):
+        t = analytics.fetch_calls(database_url, tenant, since_ns=lo, until_ns=hi, columns=names)
+        parts.append(t.append_column("win", pa.array(np.full(t.num_rows, win, dtype=np.int8))))
+    return pa.concat_tables(parts)
+
+
+def extract(
+    database_url: str,
+    tenant: str,
+    windows: Windows,
+    config: ExtractConfig,
+    *,
+    rng: np.random.Generator,
+) -> Extraction:
+    """Read the tenant's calls of both windows and build every configured column.
+
+    Args:
+        database_url: SQLAlchemy URL of the store (SQLite or PostgreSQL).
+        tenant: whose calls.
+        windows: reference and current windows.
+        config: signals, segments and sample sizes.
+        rng: draws the text samples (languages, embeddings) and the embedding tests' splits.
+
+    Returns:
+        :class:`Extraction`. Units: tokens (counts), seconds (latencies), judge score in the
+        judge's scale; proportions are booleans.
+
+    Raises:
+        ValueError: bad ``database_url``.
+    """
+    wanted = set(config.signals)
+    seg_cols = [SEGMENT_COLUMNS[s] for s in config.segment_by]
+    names = [
+        "trace_id",
+        "span_id",
+        *seg_cols,
+        *[s for s in NUMERIC_SIGNALS if s in wanted],
+        "finish_reason",
+        "redactions",
+    ]
+    need_out = bool(wanted & {"refusal", "empty_output", "output_language", "language_mismatch"})
+    need_in = bool(wanted & {"prompt_language", "language_mismatch", *EMBEDDING_SIGNALS})
+    names += ["output_text"] * need_out + ["input_text"] * need_in
+    calls = _read(database_url, tenant, windows, list(dict.fromkeys(names)))
+    skipped: dict[str, str] = {}
+    con = duckdb.connect()
+    try:
+        con.register("calls_arrow", calls)
+        votes = thumbs_votes(database_url, tenant, windows.reference_start_ns)
+        con.register("votes_arrow", votes)
+        judge = None
+        if "judge_score" in wanted or "refusal" in wanted:
+            judge, why = judge_scores(database_url, tenant, windows.reference_start_ns)
+            if judge is None and "judge_score" in wanted:
+                skipped["judge_score"] = why
+        con.register("judge_arrow", judge if judge is not None else _EMPTY_JUDGE)
+        return _build(con, calls, windows, config, seg_cols, skipped, rng)
+    finally:
+        con.close()
+
+
+_EMPTY_JUDGE = pa.table(
+    {
+        "trace_id": pa.array([], pa.string()),
+        "span_id": pa.array([], pa.string()),
+        "score": pa.array([], pa.float64()),
+        "refusal": pa.array([], pa.bool_()),
+    }
+)
+
+
+def _build(
+    con: duckdb.DuckDBPyConnection,
+    calls: pa.Table,
+    windows: Windows,
+    config: ExtractConfig,
+    seg_cols: list[str],
+    skipped: dict[str, str],
+    rng: np.random.Generator,
+) -> Extraction:
+    wanted = set(config.signals)
+    seg_expr = ", ".join(f"c.{c}" for c in seg_cols) or "NULL"
+    has_out = "output_text" in calls.column_names
+    has_in = "input_text" in calls.column_names
+    numeric = [s for s in NUMERIC_SIGNALS if s in wanted]
+    refusal = refusal_sql("c.output_text") if has_out else "NULL"
+    con.execute(
+        "CREATE TEMP TABLE votes AS SELECT trace_id, span_id, "
+        "bool_or(kind = 'thumbs_down') AS down FROM (SELECT *, row_number() OVER ("
+        "PARTITION BY trace_id, coalesce(span_id, ''), coalesce(user_id, feedback_id) "
+        "ORDER BY timestamp_unix_nano DESC) AS rn FROM votes_arrow) WHERE rn = 1 "
+        "GROUP BY trace_id, span_id"
+    )
+    con.execute(
+        "CREATE TEMP TABLE seg AS SELECT "
+        f"{seg_expr if seg_cols else 'NULL AS none'}, count(*) AS n, "
+        "row_number() OVER (ORDER BY count(*) DESC"
+        + "".join(f", {c} NULLS FIRST" for c in seg_cols)
+        + ") - 1 AS seg_id "
+        "FROM calls_arrow c GROUP BY ALL"
+    )
+    join_seg = " AND ".join(f"c.{c} IS NOT DISTINCT FROM g.{c}" for c in seg_cols) or "TRUE"
+    con.execute(
+        "CREATE TEMP TABLE s AS SELECT c.win, "
+        f"CASE WHEN g.seg_id < {config.max_segments} THEN g.seg_id ELSE -1 END AS seg_id, "
+        + "".join(f"CAST(c.{n} AS DOUBLE) AS {n}, " for n in numeric)
+        + "c.finish_reason, "
+        f"coalesce(j.refusal, {refusal}) AS refusal, "
+        + (
+            f"CASE WHEN c.output_text IS NULL THEN NULL "
+            f"ELSE trim(c.output_text, '{_WHITESPACE}') = '' END AS empty_output, "
+            if has_out
+            else "NULL::BOOLEAN AS empty_output, "
+        )
+        + "CASE WHEN c.finish_reason = 'content_filter' OR c.redactions > 0 THEN TRUE "
+        "WHEN c.finish_reason IS NULL AND c.redactions IS NULL THEN NULL ELSE FALSE END "
+        "AS guardrail_hit, "
+        "(SELECT bool_or(v.down) FROM votes v WHERE v.trace_id = c.trace_id "
+        "AND (v.span_id IS NULL OR v.span_id = c.span_id)) AS thumbs_down, "
+        "j.score AS judge_score, c.trace_id, c.span_id"
+        + (", c.output_text" if has_out else "")
+        + (", c.input_text" if has_in else "")
+        + " FROM calls_arrow c JOIN seg g ON "
+        + join_seg
+        + " LEFT JOIN (SELECT trace_id, span_id, avg(score) AS score, bool_or(refusal) AS refusal"
+        " FROM judge_arrow GROUP BY ALL) j ON j.trace_id = c.trace_id AND "
+        "(j.span_id IS NULL OR j.span_id = c.span_id)"
+    )
+    seg_rows = con.execute(
+        f"SELECT seg_id, {', '.join(seg_cols) or 'NULL'} FROM seg "
+        f"WHERE seg_id < {config.max_segments} ORDER BY seg_id"
+    ).fetchall()
+    n_segments = con.execute("SELECT count(*) FROM seg").fetchone()[0]  # type: ignore[index]
+    if n_segments > config.max_segments:
+        skipped["segments"] = (
+            f"{n_segments - config.max_segments} smaller segments tested only in all traffic"
+        )
+    segments: dict[int | None, tuple[str | None, dict[str, str | None]]] = {}
+    for row in seg_rows:
+        keys = {d: row[1 + i] for i, d in enumerate(config.segment_by)}
+        segments[row[0]] = (_segment_label(keys), keys)
+    if config.include_all and (len(segments) != 1 or not seg_cols):
+        segments[None] = (None, {})
+    if not seg_cols:
+        segments = {None: (None, {})}
+    n_ref, n_cur = con.execute(
+        "SELECT count(*) FILTER (win = 0), count(*) FILTER (win = 1) FROM s"
+    ).fetchone() or (0, 0)
+    columns: list[ColumnWindow] = []
+    columns += _numeric_columns(
+        con,
+        [*numeric, "judge_score"]
+        if "judge_score" in wanted and "judge_score" not in skipped
+        else numeric,
+        segments,
+    )
+    cats = [s for s in ("finish_reason", *PROPORTION_SIGNALS) if s in wanted]
+    columns += _categorical_columns(con, cats, segments)
+    if has_out or has_in:
+        columns += sampled_text_columns(con, config, segments, skipped, rng)
+    return Extraction(
+        columns=tuple(columns),
+        segment_keys={label: keys for label, keys in segments.values()},
+        n_reference_calls=int(n_ref),
+        n_current_calls=int(n_cur),
+        skipped=skipped,
+    )
+
+
+def segment_filter(seg_id: int | None) -> str:
+    """SQL predicate on table ``s`` selecting one segment (``None`` = all traffic)."""
+    return "TRUE" if seg_id is None else f"seg_id = {int(seg_id)}"
+
+
+def _numeric_columns(
+    con: duckdb.DuckDBPyConnection,
+    names: Sequence[str],
+    segments: dict[int | None, tuple[str | None, dict[str, str | None]]],
+) -> list[ColumnWindow]:
+    """Numbers leave DuckDB once, ordered by (window, segment), and are sliced per segment."""
+    if not names:
+        return []
+    t: pa.Table = con.sql(
+        f"SELECT win, seg_id, {', '.join(names)} FROM s ORDER BY win, seg_id"
+    ).to_arrow_table()
+    win = t.column("win").to_numpy()
+    seg = t.column("seg_id").to_numpy()
+    arrays = {n: t.column(n).to_numpy(zero_copy_only=False).astype(np.float64) for n in names}
+    key = win.astype(np.int64) * (1 << 32) + seg.astype(np.int64)
+    out: list[ColumnWindow] = []
+    for seg_id, (label, _) in segments.items():
+        bounds = []
+        for w in (0, 1):
+            if seg_id is None:
+                lo, hi = np.searchsorted(win, [w, w + 1])
+            else:
+                k = w * (1 << 32) + seg_id
+                lo, hi = np.searchsorted(key, [k, k + 1])
+            bounds.append((int(lo), int(hi)))
+        for n in names:
+            (rl, rh), (cl, ch) = bounds
+            out.append(
+                ColumnWindow(
+                    n, "numerical", label, reference=arrays[n][rl:rh], current=arrays[n][cl:ch]
+                )
+            )
+    return out
+
+
+def _categorical_columns(
+    con: duckdb.DuckDBPyConnection,
+    names: Sequence[str],
+    segments: dict[int | None, tuple[str | None, dict[str, str | None]]],
+) -> list[ColumnWindow]:
+    """Counts per (segment, window, value) from one GROUP BY per signal."""
+    out: list[ColumnWindow] = []
+    for n in names:
+        rows = con.execute(f"SELECT seg_id, win, {n} AS v, count(*) FROM s GROUP BY ALL").fetchall()
+        counts: dict[tuple[int | None, int], dict[Any, int]] = {}
+        nulls: dict[tuple[int | None, int], int] = {}
+        for seg_id, w, v, c in rows:
+            for key in ((seg_id, w), (None, w)):
+                if v is None:
+                    nulls[key] = nulls.get(key, 0) + c
+                else:
+                    bucket = counts.setdefault(key, {})
+                    bucket[v] = bucket.get(v, 0) + c
+        for seg_id, (label, _) in segments.items():
+            out.append(
+                ColumnWindow(
+                    n,
+                    "categorical",
+                    label,
+                    reference_counts=counts.get((seg_id, 0), {}),
+                    current_counts=counts.get((seg_id, 1), {}),
+                    reference_nulls=nulls.get((seg_id, 0), 0),
+                    current_nulls=nulls.get((seg_id, 1), 0),
+                )
+            )
+    return out
