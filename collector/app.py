@@ -41,6 +41,7 @@ ROUTERS: list[str] = [
     "collector.api.quality:router",
     "collector.api.feedback:router",
     "collector.api.rollouts:router",
+    "collector.api.drift:router",
 ]
 
 
