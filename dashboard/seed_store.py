@@ -225,3 +225,46 @@ def seed_alerts(engine: Engine, tenant: str, *, now_s: float | None = None) -> A
         )
     firing = sum(1 for a in result.alerts if a.is_firing)
     return AlertsSeedResult(rules=2, firing=firing)
+
+
+def seed_rollout(
+    engine: Engine,
+    tenant: str,
+    *,
+    started_s: float,
+    looks_s: tuple[float, ...],
+    name: str = "support-assistant",
+    baseline: str = "base",
+    candidate: str = "lora-v2",
+) -> str:
+    """Create rollout ``name`` at ``started_s`` (unix s) at a 20 % candidate step (the seeded
+    traffic split) and let the real evaluator look at it at each time in ``looks_s``, applying
+    its decisions; returns the rollout's status afterwards."""
+    import datetime as dt
+
+    from drift.canary import RolloutPolicy, default_metrics
+    from drift.canary_jobs import evaluate_rollout
+    from drift.canary_store import create_rollout, get_rollout
+
+    policy = RolloutPolicy(
+        name=name,
+        baseline_variant=baseline,
+        candidate_variant=candidate,
+        steps_pct=(20.0, 50.0, 100.0),
+        min_samples_per_step=200,
+        min_step_duration_s=1800.0,
+        max_duration_s=24 * 3600.0,
+        # the seeded self-hosted variants are unpriced and unjudged: leave those metrics out
+        metrics=tuple(m for m in default_metrics() if m.name not in ("cost_usd", "judge_score")),
+    )
+    create_rollout(
+        engine, tenant, policy, actor="seed", now=dt.datetime.fromtimestamp(started_s, dt.UTC)
+    )
+    for t in looks_s:
+        record = get_rollout(engine, tenant, name)
+        evaluate_rollout(engine, record, now=dt.datetime.fromtimestamp(t, dt.UTC), emit=_no_event)
+    return str(get_rollout(engine, tenant, name).status)
+
+
+def _no_event(engine: Engine, record: object, action: str, reasons: object) -> None:
+    """Seeded looks do not raise alert events (the alert seed has its own)."""
