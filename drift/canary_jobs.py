@@ -165,6 +165,15 @@ def emit_canary_event(engine: Engine, record: RolloutRecord, action: str, reason
     )
     try:
         events = importlib.import_module("collector.alerts.events")
+    except ModuleNotFoundError:
+        log.warning(
+            "rollout %s/%s: %s not emitted (no collector.alerts.events)",
+            record.tenant,
+            record.name,
+            kind,
+        )
+        return
+    try:
         events.emit_event(engine, record.tenant, event)
     except Exception:
         log.exception("rollout %s/%s: could not emit %s", record.tenant, record.name, kind)

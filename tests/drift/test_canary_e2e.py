@@ -13,10 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from prometheus_client import CollectorRegistry
+from sqlalchemy import func, select, update
 
+from collector.scheduler import JobContext
 from collector.store.models import LLMCall
-from drift.canary_jobs import evaluate_rollout
+from collector.store.models.canary import Rollout
+from drift.canary_jobs import evaluate_rollout, jobs
 from drift.canary_store import get_rollout
 from tests.conftest import CASES, wait_for
 
@@ -319,3 +322,33 @@ def test_case25_through_the_store(
             ]
             is False
         )
+
+
+def test_scheduled_job_survives_a_bad_rollout(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("good", "broken"):
+        create(
+            client,
+            name=name,
+            baseline_variant="base",
+            candidate_variant="cand",
+            min_step_duration_s=0,
+            guardrails=[{"name": "ttft_s", "margin": 0.1, "relative": True}],
+            quality=None,
+        )
+    engine = client.app.state.driftline.engine  # type: ignore[attr-defined]
+    stored = client.get("/api/v1/rollouts/broken").json()["policy"]
+    stored["metrics"][0]["name"] = "p99_vibes"  # a policy the store cannot measure
+    with engine.begin() as conn:
+        conn.execute(update(Rollout).where(Rollout.name == "broken").values(policy=stored))
+
+    monkeypatch.setenv("DRIFTLINE_CANARY_INTERVAL_S", "7")
+    (job,) = jobs(client.app.state.driftline.settings)  # type: ignore[attr-defined]
+    assert job.name == "canary-evaluate" and job.interval_s == 7.0
+    job.fn(JobContext(None, engine, CollectorRegistry()))
+    good = client.get("/api/v1/rollouts/good").json()
+    assert good["latest"]["decision"] == "inconclusive" and good["status"] == "paused"
+    assert client.get("/api/v1/rollouts/broken").json()["latest"]["decision"] is None
+    monkeypatch.setenv("DRIFTLINE_CANARY_ENABLED", "false")
+    assert jobs(None) == []
