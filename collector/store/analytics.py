@@ -229,9 +229,12 @@ def _fetch_votes(
     call_cols += ["trace_id", "span_id"]
     sql = (
         f"SELECT {', '.join('c.' + n for n in call_cols)}, f.user_id, f.feedback_id, f.kind, "
-        "f.timestamp_unix_nano FROM feedback f JOIN llm_calls c ON c.tenant = f.tenant "
-        "AND c.trace_id = f.trace_id AND (f.span_id IS NULL OR c.span_id = f.span_id) "
-        "WHERE f.linked_at IS NOT NULL AND f.kind IN ('thumbs_up', 'thumbs_down') "
+        # CROSS JOIN: SQLite then loops over the (small) feedback table and probes the call's
+        # primary key, instead of scanning calls; PostgreSQL plans it like an inner join.
+        "f.timestamp_unix_nano FROM feedback f CROSS JOIN llm_calls c "
+        "WHERE c.tenant = f.tenant AND c.trace_id = f.trace_id "
+        "AND (f.span_id IS NULL OR c.span_id = f.span_id) "
+        "AND f.linked_at IS NOT NULL AND f.kind IN ('thumbs_up', 'thumbs_down') "
         f"AND {where}"
     )
     fields = arrowfetch.column_schema(CALLS, call_cols)

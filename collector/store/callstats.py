@@ -30,7 +30,6 @@ Metrics per group (units in the names; None when unknown, never 0):
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,7 +64,7 @@ def validate_group_by(
 
     Raises:
         ValueError: unknown key, ``tenant`` without ``all_tenants``, ``bucket`` without
-            ``bucket_s``, or ``bucket_s`` below 1 second.
+            ``bucket_s``, or ``bucket_s`` not a whole number of seconds >= 1.
     """
     keys: list[str] = []
     for key in group_by:
@@ -76,8 +75,8 @@ def validate_group_by(
     if "tenant" in keys and not all_tenants:
         raise ValueError("group_by: 'tenant' needs an admin read across tenants (all_tenants)")
     if bucket_s is not None:
-        if not bucket_s >= 1:
-            raise ValueError(f"bucket_s must be at least 1 second, got {bucket_s}")
+        if not bucket_s >= 1 or bucket_s != int(bucket_s):
+            raise ValueError(f"bucket_s must be a whole number of seconds >= 1, got {bucket_s}")
         if "bucket" not in keys:
             keys.append("bucket")
     elif "bucket" in keys:
@@ -105,11 +104,8 @@ def _key_exprs(keys: Sequence[str], bucket_ns: int | None) -> list[str]:
     return out
 
 
-def _quantiles(field: str) -> str:
-    return f"quantile_cont({field}, [0.5, 0.95, 0.99]) AS q_{field}"
-
-
 def _stats_sql(keys: Sequence[str], bucket_ns: int | None, need_end: bool) -> str:
+    """Aggregates per group (``g_<key>`` columns) over ``calls``."""
     key_sel = ", ".join(_key_exprs(keys, bucket_ns))
     prefix = key_sel + ", " if key_sel else ""
     group = f"GROUP BY {', '.join('g_' + k for k in keys)}" if keys else ""
@@ -122,87 +118,118 @@ def _stats_sql(keys: Sequence[str], bucket_ns: int | None, need_end: bool) -> st
     priced = f"CASE WHEN cost_usd IS NOT NULL AND {known} THEN input_tokens + output_tokens END"
     gpu = f"CASE WHEN gpu_cost_usd IS NOT NULL AND {known} THEN input_tokens + output_tokens END"
     latency = ",\n".join(
-        f"{_quantiles(f)}, count({f}) AS n_{f}, count(*) - count({f}) AS null_{f}"
+        f"quantile_cont({f}, [0.5, 0.95, 0.99]) AS q_{f}, count({f}) AS n_{f}"
         for f in LATENCY_FIELDS
     )
     return f"""
-WITH c AS (
-  SELECT {prefix}*, {tps}, {priced} AS priced_tokens, {gpu} AS gpu_tokens
-  FROM {source}
-)
-SELECT {"".join(f"g_{k} AS {k}, " for k in keys)}
-  count(*) AS count,
-  sum(is_error) AS error_count,
-  sum(is_rejected) AS rejection_count,
-  {latency},
-  quantile_cont(tps, 0.5) AS output_tokens_per_s_p50,
-  count(tps) AS n_output_tokens_per_s,
-  sum(input_tokens) AS input_tokens_sum,
-  sum(output_tokens) AS output_tokens_sum,
-  count(*) - count(input_tokens) AS null_input_tokens,
-  count(*) - count(output_tokens) AS null_output_tokens,
-  sum(cost_usd) AS cost_usd_sum,
-  sum(gpu_cost_usd) AS gpu_cost_usd_sum,
-  1000 * sum(cost_usd) FILTER (WHERE priced_tokens IS NOT NULL)
-    / NULLIF(sum(priced_tokens), 0) AS cost_per_1k_tokens_usd,
-  1000 * sum(gpu_cost_usd) FILTER (WHERE gpu_tokens IS NOT NULL)
-    / NULLIF(sum(gpu_tokens), 0) AS gpu_cost_per_1k_tokens_usd,
-  sum(is_unpriced) AS unpriced_count,
-  min(start_unix_nano) AS first_start_ns,
-  max(end_unix_nano) AS last_end_ns
-FROM c {group}
-ORDER BY {", ".join(f"g_{k} NULLS LAST" for k in keys) if keys else "count"}
-"""
+  SELECT {"".join(f"g_{k}, " for k in keys)}
+    count(*) AS count,
+    sum(is_error)::BIGINT AS error_count,
+    sum(is_rejected)::BIGINT AS rejection_count,
+    {latency},
+    quantile_cont(tps, 0.5) AS output_tokens_per_s_p50,
+    count(tps) AS n_output_tokens_per_s,
+    sum(input_tokens)::BIGINT AS input_tokens_sum,
+    sum(output_tokens)::BIGINT AS output_tokens_sum,
+    count(input_tokens) AS n_input_tokens,
+    count(output_tokens) AS n_output_tokens,
+    sum(cost_usd) AS cost_usd_sum,
+    sum(gpu_cost_usd) AS gpu_cost_usd_sum,
+    1000 * sum(cost_usd) FILTER (WHERE priced_tokens IS NOT NULL)
+      / NULLIF(sum(priced_tokens), 0) AS cost_per_1k_tokens_usd,
+    1000 * sum(gpu_cost_usd) FILTER (WHERE gpu_tokens IS NOT NULL)
+      / NULLIF(sum(gpu_tokens), 0) AS gpu_cost_per_1k_tokens_usd,
+    sum(is_unpriced)::BIGINT AS unpriced_count,
+    min(start_unix_nano) AS first_start_ns,
+    max(end_unix_nano) AS last_end_ns
+  FROM (SELECT {prefix}*, {tps}, {priced} AS priced_tokens, {gpu} AS gpu_tokens FROM {source})
+  {group}"""
 
 
 def _votes_sql(keys: Sequence[str], bucket_ns: int | None) -> str:
+    """Effective thumbs votes per group over ``votes``: latest per (user, call)."""
     key_sel = ", ".join(_key_exprs(keys, bucket_ns))
     group = f"GROUP BY {', '.join('g_' + k for k in keys)}" if keys else ""
     return f"""
-WITH v AS (
-  SELECT {key_sel + ", " if key_sel else ""}* FROM votes
-  QUALIFY row_number() OVER (
-    PARTITION BY coalesce('u:' || user_id, 'f:' || feedback_id), trace_id, span_id
-    ORDER BY timestamp_unix_nano DESC, feedback_id DESC) = 1
-)
-SELECT {"".join(f"g_{k} AS {k}, " for k in keys)}
-  count(*) FILTER (WHERE kind = 'thumbs_up') AS up,
-  count(*) FILTER (WHERE kind = 'thumbs_down') AS down
-FROM v {group}
-"""
+  SELECT {"".join(f"g_{k}, " for k in keys)}
+    count(*) FILTER (WHERE kind = 'thumbs_up') AS up,
+    count(*) FILTER (WHERE kind = 'thumbs_down') AS down
+  FROM (
+    SELECT {key_sel + ", " if key_sel else ""}kind FROM votes
+    QUALIFY row_number() OVER (
+      PARTITION BY coalesce('u:' || user_id, 'f:' || feedback_id), trace_id, span_id
+      ORDER BY timestamp_unix_nano DESC, feedback_id DESC) = 1
+  ) {group}"""
 
 
-def _iso(ns: int) -> str:
-    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC).isoformat().replace("+00:00", "Z")
-
-
-def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
-    cur = con.execute(sql)
-    names = [d[0] for d in cur.description or []]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
-def _window_s(
-    row: dict[str, Any], bucket_ns: int | None, since_ns: int | None, until_ns: int | None
-) -> float | None:
+def _window_sql(bucket_ns: int | None, since_ns: int | None, until_ns: int | None) -> str:
+    """SQL of the group's window in nanoseconds, as (lo, hi) expressions."""
     if bucket_ns is not None:
-        if row["bucket"] is None:
-            return None
-        lo, hi = row["bucket"], row["bucket"] + bucket_ns
-        lo = lo if since_ns is None else max(lo, since_ns)
-        hi = hi if until_ns is None else min(hi, until_ns)
-    elif since_ns is not None and until_ns is not None:
-        lo, hi = since_ns, until_ns
+        lo, hi = "s.g_bucket", f"(s.g_bucket + {int(bucket_ns)})"
+        lo = lo if since_ns is None else f"greatest({lo}, {int(since_ns)})"
+        hi = hi if until_ns is None else f"least({hi}, {int(until_ns)})"
     else:
-        lo = row["first_start_ns"] if since_ns is None else since_ns
-        hi = row["last_end_ns"] if until_ns is None else until_ns
-        if lo is None or hi is None:
-            return None
-    return (hi - lo) / 1e9 if hi > lo else None
+        lo = "s.first_start_ns" if since_ns is None else str(int(since_ns))
+        hi = "s.last_end_ns" if until_ns is None else str(int(until_ns))
+    return f"CASE WHEN {hi} > {lo} THEN ({hi} - {lo}) / 1e9 END"
 
 
-def _ratio(num: float | None, den: float | None) -> float | None:
-    return None if num is None or not den else num / den
+def final_sql(
+    keys: Sequence[str],
+    *,
+    bucket_ns: int | None,
+    since_ns: int | None,
+    until_ns: int | None,
+    need_end: bool,
+) -> str:
+    """One statement from ``calls`` and ``votes`` to the output rows, column names final."""
+    out = []
+    for k in keys:
+        if k == "bucket":
+            out.append(
+                "strftime(make_timestamp(s.g_bucket // 1000), '%Y-%m-%dT%H:%M:%SZ') AS bucket"
+            )
+            out.append("s.g_bucket / 1e9 AS bucket_start_unix_s")
+        else:
+            out.append(f"s.g_{k} AS {k}")
+    out += [
+        "s.count",
+        "s.error_count",
+        "s.error_count / NULLIF(s.count, 0) AS error_rate",
+        "s.rejection_count",
+        "s.rejection_count / NULLIF(s.count, 0) AS rejection_rate",
+    ]
+    for f in LATENCY_FIELDS:
+        out += [f"s.q_{f}[{i + 1}] AS {f}_{p}" for i, p in enumerate(("p50", "p95", "p99"))]
+        out += [f"s.n_{f}", f"s.count - s.n_{f} AS null_{f}"]
+    window = _window_sql(bucket_ns, since_ns, until_ns)
+    out += [
+        "s.output_tokens_per_s_p50",
+        "s.n_output_tokens_per_s",
+        f"{window} AS window_s",
+        f"s.output_tokens_sum / ({window}) AS output_tokens_per_s_aggregate",
+        "s.input_tokens_sum",
+        "s.output_tokens_sum",
+        "s.count - s.n_input_tokens AS null_input_tokens",
+        "s.count - s.n_output_tokens AS null_output_tokens",
+        "s.cost_usd_sum",
+        "s.gpu_cost_usd_sum",
+        "s.cost_per_1k_tokens_usd",
+        "s.gpu_cost_per_1k_tokens_usd",
+        "s.unpriced_count",
+        "coalesce(v.up, 0) AS thumbs_up_count",
+        "coalesce(v.down, 0) AS thumbs_down_count",
+        "v.down / NULLIF(v.up + v.down, 0) AS thumbs_down_rate",
+    ]
+    on = " AND ".join(f"s.g_{k} IS NOT DISTINCT FROM v.g_{k}" for k in keys) or "TRUE"
+    order = ", ".join(f"s.g_{k} NULLS LAST" for k in keys) or "s.count"
+    return f"""
+WITH s AS ({_stats_sql(keys, bucket_ns, need_end)}),
+v AS ({_votes_sql(keys, bucket_ns)})
+SELECT {", ".join(out)}
+FROM s LEFT JOIN v ON {on}
+ORDER BY {order}
+"""
 
 
 def aggregate(
@@ -216,55 +243,9 @@ def aggregate(
     """Run the metric SQL over ``calls`` and ``votes`` registered on ``con`` (see the module
     docstring for every metric) and return one dict per group."""
     need_end = "end_unix_nano" in [c[0] for c in con.execute("DESCRIBE calls").fetchall()]
-    stats = _rows(con, _stats_sql(keys, bucket_ns, need_end))
-    votes = {tuple(r[k] for k in keys): r for r in _rows(con, _votes_sql(keys, bucket_ns))}
-    out = []
-    for row in stats:
-        group = tuple(row[k] for k in keys)
-        item: dict[str, Any] = {}
-        for k in keys:
-            if k == "bucket":
-                b = row["bucket"]
-                item["bucket"] = None if b is None else _iso(b)
-                item["bucket_start_unix_s"] = None if b is None else b / 1e9
-            else:
-                item[k] = row[k]
-        window = _window_s(row, bucket_ns, since_ns, until_ns)
-        count = row["count"]
-        item |= {
-            "count": count,
-            "error_count": row["error_count"],
-            "error_rate": _ratio(row["error_count"], count),
-            "rejection_count": row["rejection_count"],
-            "rejection_rate": _ratio(row["rejection_count"], count),
-        }
-        for f in LATENCY_FIELDS:
-            q = row[f"q_{f}"]
-            for name, i in (("p50", 0), ("p95", 1), ("p99", 2)):
-                item[f"{f}_{name}"] = None if q is None else q[i]
-            item[f"n_{f}"] = row[f"n_{f}"]
-            item[f"null_{f}"] = row[f"null_{f}"]
-        item["output_tokens_per_s_p50"] = row["output_tokens_per_s_p50"]
-        item["n_output_tokens_per_s"] = row["n_output_tokens_per_s"]
-        item["window_s"] = window
-        item["output_tokens_per_s_aggregate"] = _ratio(row["output_tokens_sum"], window)
-        for name in (
-            "input_tokens_sum",
-            "output_tokens_sum",
-            "null_input_tokens",
-            "null_output_tokens",
-            "cost_usd_sum",
-            "gpu_cost_usd_sum",
-            "cost_per_1k_tokens_usd",
-            "gpu_cost_per_1k_tokens_usd",
-            "unpriced_count",
-        ):
-            item[name] = row[name]
-        v = votes.get(group)
-        up = v["up"] if v else 0
-        down = v["down"] if v else 0
-        item["thumbs_up_count"] = up
-        item["thumbs_down_count"] = down
-        item["thumbs_down_rate"] = _ratio(down, up + down)
-        out.append(item)
-    return out
+    sql = final_sql(
+        keys, bucket_ns=bucket_ns, since_ns=since_ns, until_ns=until_ns, need_end=need_end
+    )
+    rel = con.sql(sql)
+    rows: list[dict[str, Any]] = rel.to_arrow_table().to_pylist() if rel is not None else []
+    return rows
