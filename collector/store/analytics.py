@@ -259,14 +259,14 @@ def call_stats(
     """Per-group KPIs of the tenant's calls started in ``[since_ns, until_ns)``.
 
     Rows come through :func:`fetch_calls` (ADBC → Arrow) and are aggregated in DuckDB; the
-    metrics and their formulas are listed in :data:`collector.store.callstats.METRICS_DOC`.
+    metrics and their formulas are listed in the docstring of :mod:`collector.store.callstats`.
 
     Args:
         group_by: keys from :data:`GROUP_KEYS` (``model``, ``variant``, ``rollout``,
             ``service``, ``tenant``, ``bucket``); ``tenant`` only with ``all_tenants=True``;
             ``bucket`` needs ``bucket_s``. A ``bucket_s`` without ``bucket`` in ``group_by``
             adds it.
-        bucket_s: width of a time bucket in seconds (≥ 1), aligned to the unix epoch.
+        bucket_s: width of a time bucket, a whole number of seconds ≥ 1, aligned to the epoch.
         all_tenants: read every tenant (admin callers only; the API decides).
 
     Returns:
