@@ -14,6 +14,7 @@ result (never a score); transient failures return the sample to the queue until
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,9 +56,17 @@ def _claimable(now: dt.datetime) -> Any:
 
 
 def claim_samples(
-    engine: Engine, *, worker_id: str, limit: int, lease_s: float, now: dt.datetime | None = None
+    engine: Engine,
+    *,
+    worker_id: str,
+    limit: int,
+    lease_s: float,
+    now: dt.datetime | None = None,
+    exclude: Collection[int] = (),
 ) -> list[ClaimedSample]:
     """Claim up to ``limit`` samples (any tenant, oldest first) for ``lease_s`` seconds.
+
+    ``exclude``: sample ids not to take (e.g. ones this round already tried and requeued).
 
     Samples whose call has lost its text (retention, redaction policy) are marked failed.
     Raises ValueError naming the parameter for ``limit`` < 1 or ``lease_s`` <= 0.
@@ -70,6 +79,8 @@ def claim_samples(
     expires = now + dt.timedelta(seconds=lease_s)
     with engine.begin() as conn:
         query = select(JudgeSample.id).where(_claimable(now)).order_by(JudgeSample.id).limit(limit)
+        if exclude:
+            query = query.where(JudgeSample.id.not_in(list(exclude)))
         if conn.dialect.name == "postgresql":
             query = query.with_for_update(skip_locked=True)
         ids = [i for (i,) in conn.execute(query)]
@@ -122,7 +133,7 @@ def claim_samples(
                     call_id=s.call_id,
                     rubric=s.rubric,
                     reason=s.reason,
-                    attempts=s.attempts + 1,
+                    attempts=s.attempts,
                     inclusion_probability=s.inclusion_probability,
                     model=s.model,
                     variant=s.variant,

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, select
 
+from collector.alerts.rules import AlertEvent
 from collector.store.models.judges import HumanLabel, JudgeResultRow, ReviewItem
 from judges.judge_drift import JudgeDriftResult, judge_drift
 
@@ -69,11 +70,14 @@ def _pairs(engine: Engine, since: dt.datetime) -> dict[tuple[str, str, str], lis
 def emit_judge_drift_alert(engine: Engine, check: DriftCheck, now: dt.datetime) -> bool:
     """THE call site that hands a judge-drift verdict to the alerting engine.
 
-    Calls ``collector.alerts.emit_event(engine, tenant, AlertEvent(kind="judge_drift", ...))``
-    when the alerts package provides it; returns False (and logs) when it does not yet.
+    Calls ``collector.alerts.events.emit_event(engine, tenant, AlertEvent(kind="judge_drift",
+    ...))`` when the alerts package provides it; returns False (and logs) when it does not yet.
     """
-    alerts = importlib.import_module("collector.alerts")
-    emit = getattr(alerts, "emit_event", None)
+    try:
+        events = importlib.import_module("collector.alerts.events")
+    except ModuleNotFoundError:
+        events = None
+    emit = getattr(events, "emit_event", None)
     if emit is None:
         log.warning(
             "judge drift for %s/%s/%s but collector.alerts.emit_event is not available",
@@ -81,7 +85,7 @@ def emit_judge_drift_alert(engine: Engine, check: DriftCheck, now: dt.datetime) 
         )  # fmt: skip
         return False
     r = check.result
-    event = alerts.AlertEvent(
+    event = AlertEvent(
         kind="judge_drift",
         at=now.timestamp(),
         labels={"rubric": check.rubric, "judge_model": check.judge_model},

@@ -170,6 +170,7 @@ async def judge_rollout_pairs(
                 baseline=pair.b_output,
                 candidate=pair.output_text,
                 price=settings.price(),
+                max_tokens=settings.max_tokens,
                 retry=RetryPolicy(timeout_s=settings.timeout_s),
             )
             error = None

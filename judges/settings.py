@@ -68,6 +68,7 @@ class JudgeSettings(BaseSettings):
     drift_threshold: float = Field(0.05, gt=0.0, lt=1.0, description="Judge-drift p-value.")
     drift_min_samples: int = Field(30, ge=2, description="Labels per window for a verdict.")
     timeout_s: float = Field(60.0, gt=0, description="Per-request judge timeout.")
+    max_tokens: int = Field(1024, ge=16, description="Judge output token limit per request.")
 
     @model_validator(mode="after")
     def _consistent(self) -> JudgeSettings:

@@ -81,6 +81,7 @@ async def _judge_one(
                 prompt=sample.input_text,
                 answer=sample.output_text,
                 price=settings.price(),
+                max_tokens=settings.max_tokens,
                 retry=RetryPolicy(timeout_s=settings.timeout_s),
             )
         except JudgeError as exc:
@@ -129,8 +130,8 @@ async def judge_pending(
             worker_id=worker_id,
             limit=settings.batch_size,
             lease_s=settings.lease_s,
+            exclude=frozenset(seen),
         )
-        batch = [s for s in batch if s.id not in seen]
         if not batch:
             return claimed, done, failed, requeued, False
         claimed += len(batch)
