@@ -113,11 +113,16 @@ def default_metrics() -> tuple[MetricPolicy, ...]:
     return (
         MetricPolicy("ttft_s", MetricKind.MEAN, inc, 0.10, relative=True, cap=30.0),
         MetricPolicy("tpot_s", MetricKind.MEAN, inc, 0.10, relative=True, cap=2.0),
-        MetricPolicy("error_rate", MetricKind.RARE_EVENT, inc, 0.5, relative=True),
-        MetricPolicy("refusal_rate", MetricKind.RARE_EVENT, inc, 0.5, relative=True),
+        # rare events roll back when clearly worse, but cannot block a promotion: with zero
+        # events in both arms non-inferiority can never be shown
+        MetricPolicy("error_rate", MetricKind.RARE_EVENT, inc, 0.5, relative=True, required=False),
+        MetricPolicy(
+            "refusal_rate", MetricKind.RARE_EVENT, inc, 0.5, relative=True, required=False
+        ),
         MetricPolicy("length_finish_rate", MetricKind.PROPORTION, inc, 0.02),
         MetricPolicy("thumbs_down_rate", MetricKind.PROPORTION, inc, 0.03, required=False),
-        MetricPolicy("cost_usd", MetricKind.MEAN, inc, 0.10, relative=True),
+        # self-hosted variants are often unpriced (cost null): no data must not block
+        MetricPolicy("cost_usd", MetricKind.MEAN, inc, 0.10, relative=True, required=False),
         MetricPolicy("judge_score", MetricKind.MEAN, dec, 0.2, role="quality"),
     )
 

@@ -100,7 +100,9 @@ class Gateway:
             base_url=self.settings.engine_url, limits=limits, timeout=timeout
         )
         if self.settings.collector_url:
-            self.collector = httpx.AsyncClient(timeout=2.0)
+            key = self.settings.collector_api_key
+            headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
+            self.collector = httpx.AsyncClient(timeout=2.0, headers=headers)
         self.weights = WeightsCache(
             self.config,
             client=self.collector,
