@@ -25,50 +25,71 @@ class JudgeSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
-    enabled: bool = Field(True, description="Run the judge job inside the collector.")
-    base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. .../v1.")
-    api_key: SecretStr = Field(SecretStr("EMPTY"), description="Bearer key of the judge API.")
-    model: str | None = Field(None, description="Judge model name sent to the endpoint.")
-    rubrics: tuple[str, ...] = Field(("helpfulness",), description="Shipped rubric names.")
-    base_rate: float = Field(0.05, ge=0.0, le=1.0, description="Share of calls judged.")
-    strata: tuple[StratumRate, ...] = Field((), description="JSON list of stratum rates.")
+    enabled: bool = Field(default=True, description="Run the judge job inside the collector.")
+    base_url: str | None = Field(
+        default=None, description="OpenAI-compatible endpoint, e.g. .../v1."
+    )
+    api_key: SecretStr = Field(
+        default=SecretStr("EMPTY"), description="Bearer key of the judge API."
+    )
+    model: str | None = Field(default=None, description="Judge model name sent to the endpoint.")
+    rubrics: tuple[str, ...] = Field(default=("helpfulness",), description="Shipped rubric names.")
+    base_rate: float = Field(default=0.05, ge=0.0, le=1.0, description="Share of calls judged.")
+    strata: tuple[StratumRate, ...] = Field(default=(), description="JSON list of stratum rates.")
     candidate_rate: float | None = Field(
-        0.5, ge=0.0, le=1.0, description="Minimum rate for candidate arms of running rollouts."
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Minimum rate for candidate arms of running rollouts.",
     )
-    salt: str = Field("driftline-judge", min_length=1, description="Sampling hash salt.")
-    daily_max_calls: int | None = Field(None, ge=0, description="Calls judged per UTC day.")
-    daily_max_usd: float | None = Field(None, ge=0.0, description="Judge USD per UTC day.")
+    salt: str = Field(default="driftline-judge", min_length=1, description="Sampling hash salt.")
+    daily_max_calls: int | None = Field(default=None, ge=0, description="Calls judged per UTC day.")
+    daily_max_usd: float | None = Field(default=None, ge=0.0, description="Judge USD per UTC day.")
     cost_per_judgement_usd: float | None = Field(
-        None, gt=0.0, description="Estimated USD of judging one call (all rubrics)."
+        default=None, gt=0.0, description="Estimated USD of judging one call (all rubrics)."
     )
-    input_usd_per_mtok: float | None = Field(None, ge=0.0, description="Judge input price.")
-    output_usd_per_mtok: float | None = Field(None, ge=0.0, description="Judge output price.")
-    concurrency: int = Field(4, ge=1, le=256, description="Judge requests in flight.")
-    batch_size: int = Field(64, ge=1, description="Samples claimed per round.")
-    lease_s: float = Field(300.0, gt=0, description="A claim expires after this long.")
-    max_attempts: int = Field(3, ge=1, description="Tries per sample on unavailable judges.")
+    input_usd_per_mtok: float | None = Field(default=None, ge=0.0, description="Judge input price.")
+    output_usd_per_mtok: float | None = Field(
+        default=None, ge=0.0, description="Judge output price."
+    )
+    concurrency: int = Field(default=4, ge=1, le=256, description="Judge requests in flight.")
+    batch_size: int = Field(default=64, ge=1, description="Samples claimed per round.")
+    lease_s: float = Field(default=300.0, gt=0, description="A claim expires after this long.")
+    max_attempts: int = Field(
+        default=3, ge=1, description="Tries per sample on unavailable judges."
+    )
     settle_s: float = Field(
-        30.0, ge=0.0, description="Calls received less than this long ago wait (late merges)."
+        default=30.0,
+        ge=0.0,
+        description="Calls received less than this long ago wait (late merges).",
     )
-    select_limit: int = Field(5000, ge=1, description="New calls considered per round.")
+    select_limit: int = Field(default=5000, ge=1, description="New calls considered per round.")
     flag_lookback_s: float = Field(
-        7 * 86400.0, gt=0, description="Thumbs-down / escalations this recent are judged."
+        default=7 * 86400.0, gt=0, description="Thumbs-down / escalations this recent are judged."
     )
     audit_rate: float = Field(
-        0.1, ge=0.0, le=1.0, description="Share of judged calls in the human audit subset."
+        default=0.1, ge=0.0, le=1.0, description="Share of judged calls in the human audit subset."
     )
-    audit_strata: tuple[StratumRate, ...] = Field((), description="Per-stratum audit rates.")
+    audit_strata: tuple[StratumRate, ...] = Field(
+        default=(), description="Per-stratum audit rates."
+    )
     low_score_threshold: float | None = Field(
-        2.0, description="Judged calls at or below this score go to the review queue."
+        default=2.0, description="Judged calls at or below this score go to the review queue."
     )
-    review_lease_s: float = Field(900.0, gt=0, description="A reviewer's claim lasts this long.")
-    interval_s: float = Field(30.0, gt=0, description="Judge job period.")
-    drift_interval_s: float = Field(3600.0, gt=0, description="Judge-drift check period.")
-    drift_window_s: float = Field(7 * 86400.0, gt=0, description="Judge-drift window length.")
-    drift_threshold: float = Field(0.05, gt=0.0, lt=1.0, description="Judge-drift p-value.")
-    drift_min_samples: int = Field(30, ge=2, description="Labels per window for a verdict.")
-    timeout_s: float = Field(60.0, gt=0, description="Per-request judge timeout.")
-    max_tokens: int = Field(1024, ge=16, description="Judge output token limit per request.")
+    review_lease_s: float = Field(
+        default=900.0, gt=0, description="A reviewer's claim lasts this long."
+    )
+    interval_s: float = Field(default=30.0, gt=0, description="Judge job period.")
+    drift_interval_s: float = Field(default=3600.0, gt=0, description="Judge-drift check period.")
+    drift_window_s: float = Field(
+        default=7 * 86400.0, gt=0, description="Judge-drift window length."
+    )
+    drift_threshold: float = Field(default=0.05, gt=0.0, lt=1.0, description="Judge-drift p-value.")
+    drift_min_samples: int = Field(default=30, ge=2, description="Labels per window for a verdict.")
+    timeout_s: float = Field(default=60.0, gt=0, description="Per-request judge timeout.")
+    max_tokens: int = Field(
+        default=1024, ge=16, description="Judge output token limit per request."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> JudgeSettings:
