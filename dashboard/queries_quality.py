@@ -144,7 +144,7 @@ def review_progress(
 
     h, r = HumanLabel.__table__, ReviewItem.__table__
     with engine.connect() as conn:
-        done = dict(
+        done: dict[bool, int] = dict(
             conn.execute(
                 select(h.c.skipped, func.count())
                 .where(h.c.tenant == tenant, h.c.reviewer == reviewer, h.c.created_at >= day_start)

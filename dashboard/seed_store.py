@@ -30,7 +30,7 @@ from collector.alerts import (
 from collector.alerts import store as alert_store
 from collector.alerts.receivers import StaticReceivers
 from collector.enginemetrics import parse_exposition
-from collector.enginerates import engine_rates
+from collector.enginerates import EngineRates, engine_rates
 from collector.store.models.api import EngineSample as EngineSampleRow
 from dashboard import queries, stats
 
@@ -123,7 +123,7 @@ def seed_engine_samples(
             preempt_total=pre,
         )
         (sample,) = parse_exposition(text, scraped_at_unix_s=float(t))
-        rates = engine_rates(prev, sample) if prev is not None else None
+        rates: EngineRates | None = engine_rates(prev, sample) if prev is not None else None
         prev = sample
         rows.append(
             EngineSampleRow(

@@ -182,7 +182,7 @@ def summarize(df: pd.DataFrame, window_s: float) -> TrafficSummary:
         raise ValueError("window_s must be positive")
     n = len(df)
     if n == 0:
-        empty = {f"p{round(q * 100)}": None for q in QUANTILES}
+        empty: dict[str, float | None] = {f"p{round(q * 100)}": None for q in QUANTILES}
         return TrafficSummary(0, 0.0, None, None, empty, dict(empty), None, None, 0)
     known_tokens = df["input_tokens"].notna() | df["output_tokens"].notna()
     tokens = (df["input_tokens"].fillna(0) + df["output_tokens"].fillna(0))[known_tokens]

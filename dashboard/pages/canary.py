@@ -40,7 +40,7 @@ name = st.selectbox("Rollout", roll["name"].tolist(), key="canary_pick")
 r = roll[roll["name"] == name].iloc[0]
 c = st.columns(4)
 c[0].metric("Status", r["status"])
-c[1].metric("Step", f"{r['step'] + 1} ({r['steps_pct']})")
+c[1].metric("Step", f"{r['step'] + 1} of {r['steps_pct'].count('%')}", help=r["steps_pct"])
 c[2].metric(
     "Weights",
     f"{r['baseline_weight_pct']:.0f} % / {r['candidate_weight_pct']:.0f} %",
@@ -55,7 +55,9 @@ cs = data_quality.confidence_sequences(ctx.database_url, ctx.tenant, name, ctx.u
 if cs.empty:
     ui.no_data("evidence", "No call of this rollout has arrived since it started.")
 else:
-    metric = st.selectbox("Metric", sorted(cs["metric"].unique()), key="canary_metric")
+    names = sorted(cs["metric"].unique())
+    first = "ttft_s" if "ttft_s" in names else names[0]
+    metric = st.selectbox("Metric", names, index=names.index(first), key="canary_metric")
     m = cs[cs["metric"] == metric].dropna(subset=["estimate"])
     band = (
         alt.Chart(m)

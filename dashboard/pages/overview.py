@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 
 import streamlit as st
-from dashboard.data_quality import rollouts
 
 from dashboard import data, stats, ui
+from dashboard.data_quality import rollouts
 
 ctx = ui.page_context("Overview", "Headline numbers of the selected window; sparklines per bucket.")
 summary, series = data.traffic(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns)
@@ -25,7 +25,7 @@ def spark(column: str) -> list[float]:
 row1 = st.columns(4)
 row1[0].metric(
     "Requests / s",
-    ui.fmt(summary.requests_per_s, "req/s"),
+    ui.fmt(summary.requests_per_s, ""),
     chart_data=spark("requests_per_s"),
     help=f"{summary.calls} calls in the {ctx.range_label}",
     border=True,
@@ -44,7 +44,7 @@ row1[2].metric(
 )
 row1[3].metric(
     "Tokens / s (in + out)",
-    ui.fmt(summary.tokens_per_s, "tokens/s"),
+    ui.fmt(summary.tokens_per_s, ""),
     chart_data=spark("tokens_per_s"),
     border=True,
 )

@@ -31,10 +31,11 @@ if last:
         with st.expander("Judge verdict on the sample you just labelled", expanded=True):
             st.write(last["judge"])
 
-task = data_quality.next_review(ctx.database_url, ctx.tenant, reviewer)
-if task is None:
+maybe_task = data_quality.next_review(ctx.database_url, ctx.tenant, reviewer)
+if maybe_task is None:
     st.info("The queue is empty. 🎉")
     st.stop()
+task = maybe_task
 meta = f"rubric **{task.rubric.name}** · model {task.model or '?'} · variant {task.variant or '-'}"
 st.caption(meta + (" · audit sample" if task.audit else f" · {task.reason}"))
 left, right = st.columns(2)

@@ -23,7 +23,8 @@ def seed_store(url: str) -> DemoSeed:
     """Seed ``url`` through the collector app (scheduler off so only the seed writes)."""
     settings = make_settings(url, grpc_enabled=False, scheduler_enabled=False)
     with TestClient(create_app(settings)) as client:
-        return seed_demo(client, url, np.random.default_rng(7), n_calls=N_CALLS, hours=6.0)
+        # a TestClient is an httpx.Client subclass at runtime
+        return seed_demo(client, url, np.random.default_rng(7), n_calls=N_CALLS, hours=6.0)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
