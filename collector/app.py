@@ -25,6 +25,7 @@ from collector.ingest.grpc_server import TraceService, start_grpc_server
 from collector.ingest.normalize import CallRecord
 from collector.ingest.writer import BatchWriter
 from collector.jobs import load_jobs
+from collector.kpis import LLMKpis
 from collector.metrics import IngestMetrics
 from collector.scheduler import JobContext, Scheduler
 from collector.settings import Settings
@@ -37,8 +38,8 @@ ROUTERS: list[str] = [
     "collector.api.otlp:router",
     "collector.api.calls:router",
     "collector.api.health:router",
-    "collector.api.stats:router",
     "collector.api.quality:router",
+    "collector.api.stats:router",
     "collector.api.feedback:router",
     "collector.api.rollouts:router",
     "collector.api.drift:router",
@@ -105,6 +106,12 @@ def create_app(settings: Settings) -> FastAPI:
                 )
 
         writer.add_after_commit(link_feedback)
+        kpis = LLMKpis.create(metrics.registry)
+
+        def observe_kpis(_tenant: str, records: list[CallRecord]) -> None:
+            kpis.observe(records)
+
+        writer.add_after_commit(observe_kpis)
 
         def grpc_tenant(authorization: str | None) -> str:
             principal = principal_of(state, authorization)

@@ -97,11 +97,12 @@ _call_row: Callable[[CallRecord], tuple[object, ...]] = operator.attrgetter(*CAL
 
 def resolve_calls(
     conn: object, tenant: str, extracts: dict[Key, Extract], max_text_chars: int
-) -> tuple[list[Extract], list[Key]]:
+) -> tuple[list[Extract], list[Key], set[Key]]:
     """Pair callers with their engine children (in this batch or already stored).
 
     Returns the call extracts to upsert and the keys of standalone engine calls to delete
-    because they are now merged into their caller's record.
+    because they are now merged into their caller's record. Merges with a half that was
+    already stored produce a key in both lists' sense: the merged record *updates* a call.
     """
     clients = {k: e for k, e in extracts.items() if e.role == "client"}
     engines = {k: e for k, e in extracts.items() if e.role == "engine"}
@@ -152,6 +153,7 @@ def resolve_calls(
             loaded[key] = ex
     out = list(singles)
     deletes: list[Key] = []
+    updated: set[Key] = set()
     for client_ref, engine_ref in pairs:
         cx = client_ref if isinstance(client_ref, Extract) else loaded.get(client_ref)
         ex = engine_ref if isinstance(engine_ref, Extract) else loaded.get(engine_ref)
@@ -160,7 +162,9 @@ def resolve_calls(
             continue
         out.append(merge(cx, ex))
         deletes.append((ex.trace_id, ex.span_id))
-    return out, deletes
+        if not (isinstance(client_ref, Extract) and isinstance(engine_ref, Extract)):
+            updated.add((cx.trace_id, cx.span_id))
+    return out, deletes, updated
 
 
 def write_batch(
@@ -171,8 +175,9 @@ def write_batch(
     max_text_chars: int = 1_000_000,
     received_unix_nano: int | None = None,
 ) -> dict[str, list[CallRecord]]:
-    """Write (tenant, items) batches in ONE transaction; returns the call records written,
-    by tenant.
+    """Write (tenant, items) batches in ONE transaction; returns the NEW call records written,
+    by tenant (a record that completes a call stored by an earlier batch is written but not
+    returned, so per-call metrics count each call once).
 
     Raises:
         sqlalchemy.exc.DBAPIError: the database refused the transaction (nothing is written).
@@ -192,14 +197,14 @@ def write_batch(
                 span_rows[key] = _span_row(it.span, tenant, role, received)
                 if it.extract is not None:
                     extracts[key] = it.extract
-            calls, deletes = resolve_calls(conn, tenant, extracts, max_text_chars)
+            calls, deletes, updated = resolve_calls(conn, tenant, extracts, max_text_chars)
             bulk.upsert(conn, bulk.SPANS, list(span_rows.values()))
             finals = {
                 (c.trace_id, c.span_id): finalize(c, tenant=tenant, prices=prices) for c in calls
             }
             bulk.upsert(conn, bulk.CALLS, [_call_row(r) for r in finals.values()])
             bulk.delete_calls(conn, tenant, [k for k in deletes if k not in finals])
-            written[tenant] = list(finals.values())
+            written[tenant] = [r for k, r in finals.items() if k not in updated]
     return written
 
 

@@ -151,3 +151,23 @@ def test_gateway_and_vllm_spans_merge_into_one_call(
     assert c["call_id"] == "chatcmpl-e2e"
     detail = live_collector.calls(span_id=c["engine_span_id"])
     assert [d["call_id"] for d in detail] == ["chatcmpl-e2e"]
+
+
+def test_kpi_histograms_count_each_merged_call_once(live_collector: LiveCollector) -> None:
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    spans = record_spans(gateway_and_engine)
+    engine_span = next(s for s in spans if s.name == "llm_request")
+    gw_span = next(s for s in spans if s.name != "llm_request")
+    export(EXPORTERS["http"](live_collector), [engine_span])
+    export(EXPORTERS["http"](live_collector), [gw_span])
+    text = httpx.get(f"{live_collector.http_url}/metrics").text
+    counts = {
+        s.labels.get("variant"): s.value
+        for fam in text_string_to_metric_families(text)
+        if fam.name == "driftline_e2e_seconds"
+        for s in fam.samples
+        if s.name.endswith("_count")
+    }
+    assert sum(counts.values()) == 1, counts

@@ -1,0 +1,252 @@
+"""The demo story on real vLLM: collector, vLLM with two LoRA adapters, the gateway with canary
+rollouts, the judge, drift, alerts to a local signed-webhook receiver, the dashboard, and traffic
+from the load generator with simulated users and feedback.
+
+Nothing is scripted to "happen": the summary reads the collector's API and reports what the
+statistics decided (or that they did not decide).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import httpx
+
+from collector.demo.processes import Processes, port_free, wait_http
+from collector.demo.receiver import WebhookReceiver
+
+BASE_MODEL = "smollm2-135m-instruct"
+ROLLOUT_BAD = "support-assistant"
+ROLLOUT_GOOD = "support-assistant-v2"
+MIX = "billing=3,account=2,shipping=3,returns=2"
+SHIFT = "complaint=3,technical=3,product=2"
+
+
+@dataclass
+class DemoConfig:
+    """Ports, durations and load of one demo run (seconds, requests/s)."""
+
+    data_dir: Path
+    duration_s: float | None
+    headless: bool
+    rate: float = 0.8
+    concurrency: int = 4
+    max_tokens: int = 48
+    seed: int = 0
+    http_port: int = 4318
+    grpc_port: int = 4317
+    gateway_port: int = 8000
+    engine_port: int = 8100
+    dashboard_port: int = 8501
+    receiver_port: int = 9099
+    dashboard: bool = True
+    secret: str = field(default_factory=lambda: "whsec_" + secrets.token_urlsafe(32))
+
+    @property
+    def collector_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "collector.cli", *args]
+
+
+def _step(msg: str) -> None:
+    click.echo(click.style("» ", fg="cyan") + msg)
+
+
+def ensure_serving(cfg: DemoConfig) -> None:
+    """Install the vLLM CPU environment and prepare model + adapters (both idempotent)."""
+    _step("vLLM environment: `driftline serving install` (first time ~3 min, then instant)")
+    subprocess.run(_cli("serving", "install"), check=True)
+    _step("model + LoRA adapters: `driftline serving prepare-model` (first time ~30 s)")
+    subprocess.run(_cli("serving", "prepare-model"), check=True)
+
+
+def collector_env(cfg: DemoConfig, receivers_file: Path) -> dict[str, str]:
+    engine = f"http://127.0.0.1:{cfg.engine_port}"
+    return {
+        **os.environ,
+        "DRIFTLINE_DATABASE_URL": f"sqlite:///{cfg.data_dir.resolve()}/driftline.db",
+        "DRIFTLINE_ENGINE_METRICS_URLS": json.dumps([f"{engine}/metrics"]),
+        "DRIFTLINE_ENGINE_SCRAPE_INTERVAL_S": "10",
+        "DRIFTLINE_GPU_COST_PER_HOUR": json.dumps({"driftline-gateway": 1.2}),
+        "DRIFTLINE_JUDGE_BASE_URL": f"{engine}/v1",
+        "DRIFTLINE_JUDGE_MODEL": BASE_MODEL,
+        "DRIFTLINE_JUDGE_API_KEY": "not-needed",
+        "DRIFTLINE_JUDGE_BASE_RATE": "0.3",
+        "DRIFTLINE_JUDGE_CANDIDATE_RATE": "1.0",
+        "DRIFTLINE_JUDGE_SETTLE_S": "5",
+        "DRIFTLINE_JUDGE_INTERVAL_S": "10",
+        "DRIFTLINE_JUDGE_CONCURRENCY": "2",
+        "DRIFTLINE_CANARY_INTERVAL_S": "10",
+        "DRIFTLINE_CANARY_BUCKET_S": "30",
+        "DRIFTLINE_ALERT_RECEIVERS_FILE": str(receivers_file),
+    }
+
+
+def rollout_body(name: str, candidate: str) -> dict[str, Any]:
+    """A canary policy sized for a five-minute demo on two CPU cores (small steps, few
+    samples); production rollouts keep the defaults (200 samples, 10 minutes per step)."""
+    return {
+        "name": name,
+        "baseline_variant": BASE_MODEL,
+        "candidate_variant": candidate,
+        "steps_pct": [10, 50, 100],
+        "min_samples_per_step": 12,
+        "min_step_duration_s": 30,
+        "max_duration_s": 600,
+        "guardrails": [
+            {"name": "ttft_s", "margin": 0.5, "relative": True},
+            {"name": "length_finish_rate", "margin": 0.2},
+            {"name": "error_rate", "margin": 0.5, "relative": True, "required": False},
+            {"name": "thumbs_down_rate", "margin": 0.2, "required": False},
+        ],
+        "quality": {"name": "judge_score", "margin": 0.75, "required": False},
+    }
+
+
+def gateway_config(cfg: DemoConfig) -> Path:
+    path = cfg.data_dir / "gateway.yaml"
+    path.write_text(
+        "default_rollout: support-assistant\n"
+        "rollouts:\n"
+        f"  {ROLLOUT_BAD}:\n    variants:\n      {BASE_MODEL}: 0.9\n      candidate-bad: 0.1\n"
+        f"  {ROLLOUT_GOOD}:\n    variants:\n      {BASE_MODEL}: 0.9\n      candidate-good: 0.1\n"
+    )
+    return path
+
+
+def receivers_config(cfg: DemoConfig, url: str) -> Path:
+    path = cfg.data_dir / "receivers.toml"
+    path.write_text(
+        "[[receivers]]\n"
+        'name = "oncall"\ntenant = "default"\nkind = "alertmanager"\n'
+        f'url = "{url}"\nsecret = "{cfg.secret}"\n'
+    )
+    return path
+
+
+def start_load(procs: Processes, cfg: DemoConfig, name: str, rollout: str, seconds: float,
+               env: dict[str, str]) -> None:
+    requests = max(20, int(cfg.rate * seconds))
+    procs.start(
+        name,
+        _cli(
+            "load", "--gateway-url", f"http://127.0.0.1:{cfg.gateway_port}", "--model", rollout,
+            "--requests", str(requests), "--rate", str(cfg.rate),
+            "--concurrency", str(cfg.concurrency), "--mix", MIX, "--shift-to", SHIFT,
+            "--shift-at", "0.5", "--max-tokens", str(cfg.max_tokens),
+            "--collector-url", cfg.collector_url, "--feedback-rate", "0.4",
+            "--seed", str(cfg.seed + len(procs.procs)),
+        ),
+        env,
+    )
+
+
+class Api:
+    """Small client of the collector's REST API for the story and its summary."""
+
+    def __init__(self, base: str) -> None:
+        self.http = httpx.Client(base_url=base, timeout=15)
+
+    def get(self, path: str, **params: Any) -> Any:
+        r = self.http.get(path, params=params)
+        return r.json() if r.status_code == 200 else None
+
+    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        return self.http.post(path, json=body)
+
+
+def run_story(cfg: DemoConfig) -> dict[str, Any]:
+    """Bring everything up, run the traffic, and return the final summary (see summary.py)."""
+    from collector.demo.summary import final_summary, render, snapshot
+
+    ports = [cfg.http_port, cfg.grpc_port, cfg.gateway_port, cfg.engine_port, cfg.receiver_port]
+    if cfg.dashboard:
+        ports.append(cfg.dashboard_port)
+    for port in ports:
+        if not port_free("127.0.0.1", port):
+            raise click.ClickException(f"port {port} is in use: stop what uses it and retry")
+    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = cfg.data_dir / "logs"
+    log_dir.mkdir(exist_ok=True)
+    ensure_serving(cfg)
+    procs = Processes(log_dir)
+    alerts: list[dict[str, Any]] = []
+
+    def on_alert(record: dict[str, Any]) -> None:
+        alerts.append(record)
+        p = record["payload"]
+        click.echo(
+            click.style("ALERT ", fg="red", bold=True)
+            + f"[{p.get('status')}] {p.get('commonLabels', {}).get('alertname', '?')} "
+            + f"signature {'valid' if record['signature_valid'] else 'INVALID'}: "
+            + "; ".join(a.get("annotations", {}).get("summary", "") for a in p.get("alerts", []))
+        )
+
+    receiver = WebhookReceiver(cfg.receiver_port, cfg.secret, log_dir / "alerts.jsonl", on_alert)
+    receiver.start()
+    env = collector_env(cfg, receivers_config(cfg, receiver.url))
+    t0 = time.time()
+    try:
+        _step(f"collector on {cfg.collector_url} (OTLP gRPC :{cfg.grpc_port}), SQLite in {cfg.data_dir}")
+        procs.start("collector", _cli("collector", "--dev", "--port", str(cfg.http_port),
+                                      "--grpc-port", str(cfg.grpc_port)), env)
+        wait_http(f"{cfg.collector_url}/healthz", procs, 90, "the collector")
+        _step(f"vLLM (CPU) on :{cfg.engine_port} with LoRA adapters candidate-good, candidate-bad "
+              "(start-up ~40 s)")
+        procs.start("vllm", _cli("serving", "up", "--port", str(cfg.engine_port),
+                                 "--otlp-endpoint", f"http://127.0.0.1:{cfg.grpc_port}"), env)
+        wait_http(f"http://127.0.0.1:{cfg.engine_port}/health", procs, 420, "vLLM")
+        api = Api(cfg.collector_url)
+        r = api.post("/api/v1/rollouts", rollout_body(ROLLOUT_BAD, "candidate-bad"))
+        if r.status_code not in (200, 201):
+            raise click.ClickException(f"creating rollout {ROLLOUT_BAD} failed: {r.text}")
+        _step(f"rollout {ROLLOUT_BAD}: baseline {BASE_MODEL}, candidate candidate-bad at 10 %")
+        _step(f"gateway on :{cfg.gateway_port}")
+        procs.start("gateway", _cli("gateway", "--config", str(gateway_config(cfg)),
+                                    "--port", str(cfg.gateway_port),
+                                    "--engine-url", f"http://127.0.0.1:{cfg.engine_port}",
+                                    "--collector-url", cfg.collector_url), env)
+        wait_http(f"http://127.0.0.1:{cfg.gateway_port}/healthz", procs, 60, "the gateway")
+        if cfg.dashboard:
+            _step(f"dashboard on http://127.0.0.1:{cfg.dashboard_port}")
+            procs.start("dashboard", _cli("dashboard", "--dev", "--port", str(cfg.dashboard_port)),
+                        env)
+        total = cfg.duration_s or 3600.0
+        _step(f"traffic: ~{cfg.rate:g} req/s through the gateway, topic shift half-way "
+              f"({MIX} → {SHIFT}), simulated feedback")
+        start_load(procs, cfg, "load-1", ROLLOUT_BAD, total, env)
+        second_started = False
+        deadline = time.monotonic() + total
+        while time.monotonic() < deadline:
+            time.sleep(5)
+            procs.check()
+            snap = snapshot(api, alerts)
+            if not cfg.headless:
+                click.echo(render(snap, time.time() - t0))
+            decided = snap["rollouts"].get(ROLLOUT_BAD, {}).get("status") not in (None, "running")
+            if not second_started and (decided or time.monotonic() > deadline - total * 0.6):
+                r = api.post("/api/v1/rollouts", rollout_body(ROLLOUT_GOOD, "candidate-good"))
+                if r.status_code in (200, 201):
+                    _step(f"rollout {ROLLOUT_GOOD}: candidate-good at 10 %")
+                    start_load(procs, cfg, "load-2", ROLLOUT_GOOD,
+                               max(30.0, deadline - time.monotonic()), env)
+                second_started = True
+        time.sleep(3)
+        return final_summary(api, alerts, time.time() - t0)
+    finally:
+        procs.stop()
+        receiver.stop()
+        threading.Event().wait(0.2)
