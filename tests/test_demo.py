@@ -1,4 +1,4 @@
-"""`driftline demo --headless` runs the product end to end and exits 0 with a summary."""
+"""`driftline demo --replay --headless`: collector + synthetic spans, exits 0 with a summary."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def test_demo_headless(tmp_path: Path) -> None:
             str(free_port()),
             "--rate",
             "10",
+            "--replay",
         ],
         capture_output=True,
         text=True,

@@ -35,7 +35,11 @@ class Processes:
     def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         fh = (self.log_dir / f"{name}.log").open("ab")
         proc = subprocess.Popen(
-            argv, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            argv,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         self.procs.append((name, proc))

@@ -99,5 +99,3 @@ def replay(endpoint: str, stop: threading.Event, rng: random.Random, rate_per_s:
     finally:
         for p in (app, gateway, engine):
             p.shutdown()
-
-

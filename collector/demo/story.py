@@ -137,18 +137,38 @@ def receivers_config(cfg: DemoConfig, url: str) -> Path:
     return path
 
 
-def start_load(procs: Processes, cfg: DemoConfig, name: str, rollout: str, seconds: float,
-               env: dict[str, str]) -> None:
+def start_load(
+    procs: Processes, cfg: DemoConfig, name: str, rollout: str, seconds: float, env: dict[str, str]
+) -> None:
     requests = max(20, int(cfg.rate * seconds))
     procs.start(
         name,
         _cli(
-            "load", "--gateway-url", f"http://127.0.0.1:{cfg.gateway_port}", "--model", rollout,
-            "--requests", str(requests), "--rate", str(cfg.rate),
-            "--concurrency", str(cfg.concurrency), "--mix", MIX, "--shift-to", SHIFT,
-            "--shift-at", "0.5", "--max-tokens", str(cfg.max_tokens),
-            "--collector-url", cfg.collector_url, "--feedback-rate", "0.4",
-            "--seed", str(cfg.seed + len(procs.procs)),
+            "load",
+            "--gateway-url",
+            f"http://127.0.0.1:{cfg.gateway_port}",
+            "--model",
+            rollout,
+            "--requests",
+            str(requests),
+            "--rate",
+            str(cfg.rate),
+            "--concurrency",
+            str(cfg.concurrency),
+            "--mix",
+            MIX,
+            "--shift-to",
+            SHIFT,
+            "--shift-at",
+            "0.5",
+            "--max-tokens",
+            str(cfg.max_tokens),
+            "--collector-url",
+            cfg.collector_url,
+            "--feedback-rate",
+            "0.4",
+            "--seed",
+            str(cfg.seed + len(procs.procs)),
         ),
         env,
     )
@@ -200,14 +220,37 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
     env = collector_env(cfg, receivers_config(cfg, receiver.url))
     t0 = time.time()
     try:
-        _step(f"collector on {cfg.collector_url} (OTLP gRPC :{cfg.grpc_port}), SQLite in {cfg.data_dir}")
-        procs.start("collector", _cli("collector", "--dev", "--port", str(cfg.http_port),
-                                      "--grpc-port", str(cfg.grpc_port)), env)
+        where = f"SQLite in {cfg.data_dir}"
+        _step(f"collector on {cfg.collector_url} (OTLP gRPC :{cfg.grpc_port}), {where}")
+        procs.start(
+            "collector",
+            _cli(
+                "collector",
+                "--dev",
+                "--port",
+                str(cfg.http_port),
+                "--grpc-port",
+                str(cfg.grpc_port),
+            ),
+            env,
+        )
         wait_http(f"{cfg.collector_url}/healthz", procs, 90, "the collector")
-        _step(f"vLLM (CPU) on :{cfg.engine_port} with LoRA adapters candidate-good, candidate-bad "
-              "(start-up ~40 s)")
-        procs.start("vllm", _cli("serving", "up", "--port", str(cfg.engine_port),
-                                 "--otlp-endpoint", f"http://127.0.0.1:{cfg.grpc_port}"), env)
+        _step(
+            f"vLLM (CPU) on :{cfg.engine_port} with LoRA adapters candidate-good, candidate-bad "
+            "(start-up ~40 s)"
+        )
+        procs.start(
+            "vllm",
+            _cli(
+                "serving",
+                "up",
+                "--port",
+                str(cfg.engine_port),
+                "--otlp-endpoint",
+                f"http://127.0.0.1:{cfg.grpc_port}",
+            ),
+            env,
+        )
         wait_http(f"http://127.0.0.1:{cfg.engine_port}/health", procs, 420, "vLLM")
         api = Api(cfg.collector_url)
         r = api.post("/api/v1/rollouts", rollout_body(ROLLOUT_BAD, "candidate-bad"))
@@ -215,18 +258,32 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
             raise click.ClickException(f"creating rollout {ROLLOUT_BAD} failed: {r.text}")
         _step(f"rollout {ROLLOUT_BAD}: baseline {BASE_MODEL}, candidate candidate-bad at 10 %")
         _step(f"gateway on :{cfg.gateway_port}")
-        procs.start("gateway", _cli("gateway", "--config", str(gateway_config(cfg)),
-                                    "--port", str(cfg.gateway_port),
-                                    "--engine-url", f"http://127.0.0.1:{cfg.engine_port}",
-                                    "--collector-url", cfg.collector_url), env)
+        procs.start(
+            "gateway",
+            _cli(
+                "gateway",
+                "--config",
+                str(gateway_config(cfg)),
+                "--port",
+                str(cfg.gateway_port),
+                "--engine-url",
+                f"http://127.0.0.1:{cfg.engine_port}",
+                "--collector-url",
+                cfg.collector_url,
+            ),
+            env,
+        )
         wait_http(f"http://127.0.0.1:{cfg.gateway_port}/healthz", procs, 60, "the gateway")
         if cfg.dashboard:
             _step(f"dashboard on http://127.0.0.1:{cfg.dashboard_port}")
-            procs.start("dashboard", _cli("dashboard", "--dev", "--port", str(cfg.dashboard_port)),
-                        env)
+            procs.start(
+                "dashboard", _cli("dashboard", "--dev", "--port", str(cfg.dashboard_port)), env
+            )
         total = cfg.duration_s or 3600.0
-        _step(f"traffic: ~{cfg.rate:g} req/s through the gateway, topic shift half-way "
-              f"({MIX} → {SHIFT}), simulated feedback")
+        _step(
+            f"traffic: ~{cfg.rate:g} req/s through the gateway, topic shift half-way "
+            f"({MIX} → {SHIFT}), simulated feedback"
+        )
         start_load(procs, cfg, "load-1", ROLLOUT_BAD, total, env)
         second_started = False
         deadline = time.monotonic() + total
@@ -241,8 +298,14 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
                 r = api.post("/api/v1/rollouts", rollout_body(ROLLOUT_GOOD, "candidate-good"))
                 if r.status_code in (200, 201):
                     _step(f"rollout {ROLLOUT_GOOD}: candidate-good at 10 %")
-                    start_load(procs, cfg, "load-2", ROLLOUT_GOOD,
-                               max(30.0, deadline - time.monotonic()), env)
+                    start_load(
+                        procs,
+                        cfg,
+                        "load-2",
+                        ROLLOUT_GOOD,
+                        max(30.0, deadline - time.monotonic()),
+                        env,
+                    )
                 second_started = True
         time.sleep(3)
         return final_summary(api, alerts, time.time() - t0)
