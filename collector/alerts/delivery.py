@@ -6,6 +6,11 @@ and ``webhook-signature`` (Standard Webhooks). Outcomes and backoff follow
 :mod:`collector.alerts.retry`. Time and sleeping are injected (``clock`` / ``sleep``) so tests of
 hour-long outages run in milliseconds; only the HTTP timeout runs on the real clock.
 
+Order: attempts run in parallel across groups, but the notifications of one (tenant, receiver,
+group) go one at a time in their ``seq`` order: :func:`collector.alerts.outbox.claim_due` only
+hands out the head of each group, so a ``resolved`` never overtakes its ``firing`` (a later
+notification waits until the earlier one is delivered or finally failed).
+
 Metrics (in the ``registry`` passed in):
 
 * ``driftline_alert_delivery_attempts_total{tenant,receiver,result}`` — result ``delivered``,

@@ -105,9 +105,10 @@ class GroupState:
 class Notification:
     """One message to one receiver about one group.
 
-    ``id`` is deterministic (tenant, group, sequence number) and is the idempotency key on every
-    delivery attempt. ``alerts``: firing alerts first, then resolved ones. ``reason`` uses
-    Alertmanager's ``notification_reason`` wording.
+    ``id`` is deterministic (tenant, group, sequence number ``seq``) and is the idempotency key
+    on every delivery attempt; notifications of one group are delivered in ``seq`` order.
+    ``alerts``: firing alerts first, then resolved ones. ``reason`` uses Alertmanager's
+    ``notification_reason`` wording.
     """
 
     id: str
@@ -121,6 +122,7 @@ class Notification:
     alerts: tuple[AlertState, ...]
     created_at: float
     truncated_alerts: int = 0
+    seq: int | None = None
 
 
 def group_of(receiver: str, labels: Mapping[str, str], group_by: Sequence[str]) -> GroupState:
@@ -223,6 +225,7 @@ def plan_group(
         alerts=tuple(payload_alerts),
         created_at=now,
         truncated_alerts=truncated,
+        seq=seq,
     )
     return next_group, note
 

@@ -5,6 +5,12 @@ crash can neither lose nor duplicate it. Workers claim due rows with a lease (co
 so two workers never take the same row; a crashed worker's rows come back when the lease ends),
 send them, and record each attempt. Delivery is at-least-once; the stable id lets receivers
 deduplicate.
+
+Order: notifications of the same (tenant, receiver, group) are delivered one after the other in
+``seq`` order (``created_at`` for rows without one). :func:`claim_due` never hands out a row while
+an earlier row of its group is still pending (waiting, in flight or backing off), so a receiver
+never sees a group's ``resolved`` before its ``firing``; a later row goes once the earlier one is
+delivered or finally failed.
 """
 
 from __future__ import annotations
@@ -12,8 +18,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Engine, and_, exists, func, or_, select, update
+from sqlalchemy.orm import Session, aliased
 
 from collector.alerts.grouping import Notification
 from collector.errors import NotFoundError
@@ -53,6 +59,7 @@ class OutboxItem:
     delivered_at: float | None
     failed_at: float | None
     failure_reason: str | None
+    seq: int | None = None
 
 
 def _item(r: AlertNotification) -> OutboxItem:
@@ -74,6 +81,7 @@ def _item(r: AlertNotification) -> OutboxItem:
         delivered_at=to_ts(r.delivered_at),
         failed_at=to_ts(r.failed_at),
         failure_reason=r.failure_reason,
+        seq=r.seq,
     )
 
 
@@ -87,8 +95,11 @@ def enqueue(
     body: bytes,
     now: float,
     group_id: str | None = None,
+    seq: int | None = None,
 ) -> bool:
     """Add a notification body to the outbox, due at ``now`` (unix seconds).
+
+    ``seq`` orders the notifications of one ``group_id`` (see the module docstring).
 
     Idempotent on ``(tenant, notification_id)``: returns False (and changes nothing) when the
     id is already there. The caller commits the session.
@@ -107,6 +118,7 @@ def enqueue(
             attempts=0,
             created_at=to_dt(now),
             next_attempt_at=to_dt(now),
+            seq=seq,
         )
     )
     return True
@@ -123,11 +135,32 @@ def enqueue_notification(session: Session, n: Notification, fmt: str, body: byte
         body=body,
         now=n.created_at,
         group_id=n.group_id,
+        seq=n.seq,
+    )
+
+
+def _blocked() -> ColumnElement[bool]:
+    """True for a row that has an earlier pending row in its group (it must wait)."""
+    n = AlertNotification
+    earlier = aliased(AlertNotification)
+    return exists().where(
+        earlier.tenant == n.tenant,
+        earlier.receiver == n.receiver,
+        earlier.group_id == n.group_id,
+        earlier.status == PENDING,
+        earlier.id != n.id,
+        or_(
+            earlier.seq < n.seq,
+            and_(or_(earlier.seq.is_(None), n.seq.is_(None)), earlier.created_at < n.created_at),
+        ),
     )
 
 
 def claim_due(engine: Engine, now: float, *, limit: int, lease_s: float) -> list[OutboxItem]:
     """Claim up to ``limit`` pending rows due at ``now``; each is hidden for ``lease_s`` s.
+
+    A row whose group (same tenant, receiver and ``group_id``) has an earlier pending row is
+    not claimed: groups deliver in order, one notification at a time.
 
     Raises:
         ValueError: ``limit`` < 1 or ``lease_s`` <= 0.
@@ -142,6 +175,7 @@ def claim_due(engine: Engine, now: float, *, limit: int, lease_s: float) -> list
             select(AlertNotification)
             .where(AlertNotification.status == PENDING)
             .where(AlertNotification.next_attempt_at <= to_dt(now))
+            .where(~_blocked())
             .order_by(AlertNotification.next_attempt_at)
             .limit(limit)
         ).all()
@@ -214,12 +248,13 @@ def mark_failed(engine: Engine, item: OutboxItem, *, now: float, reason: str) ->
 
 
 def next_due_at(engine: Engine) -> float | None:
-    """Unix seconds of the earliest pending row's next attempt, None when nothing is pending."""
+    """Unix seconds of the earliest next attempt of a pending row that may go (heads of their
+    groups; a row waiting for an earlier one is not due), None when nothing is pending."""
     with Session(engine) as s:
         v = s.scalar(
-            select(func.min(AlertNotification.next_attempt_at)).where(
-                AlertNotification.status == PENDING
-            )
+            select(func.min(AlertNotification.next_attempt_at))
+            .where(AlertNotification.status == PENDING)
+            .where(~_blocked())
         )
     if v is None:
         return None

@@ -152,20 +152,20 @@ def receiver_server(clock: FakeClock) -> Iterator[ScriptedReceiver]:
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> Iterator[str]:
     url = f"sqlite:///{tmp_path / 'alerts.db'}"
-    upgrade(url, "0002")
+    upgrade(url)
     yield url
 
 
 @contextlib.contextmanager
 def pg_schema_url() -> Iterator[str]:
-    """A fresh PostgreSQL schema migrated to 0002, dropped afterwards."""
+    """A fresh PostgreSQL schema migrated to every head, dropped afterwards."""
     schema = "alerts_" + uuid.uuid4().hex[:12]
     admin = make_engine(PG_BASE)
     try:
         with admin.begin() as c:
             c.execute(text(f'CREATE SCHEMA "{schema}"'))
         url = f"{PG_BASE}?options=-csearch_path%3D{schema}"
-        upgrade(url, "0002")
+        upgrade(url)
         yield url
     finally:
         with admin.begin() as c:
@@ -177,7 +177,7 @@ def pg_schema_url() -> Iterator[str]:
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'alerts.db'}"
-        upgrade(url, "0002")
+        upgrade(url)
         yield url
         downgrade(url, "base")
     else:

@@ -32,6 +32,7 @@ MINE = {
     "alert_groups",
     "alert_silences",
     "alert_notifications",
+    "alert_events",
 }
 T0 = 1_800_000_000.0
 GROUPING = Grouping(group_wait_s=30, group_interval_s=300, repeat_interval_s=4 * 3600)
@@ -81,7 +82,7 @@ def test_schema_matches_models_and_walks_down(db_url: str, engine: Engine) -> No
     downgrade(db_url, "0001")
     with engine.connect() as c:
         assert not MINE & set(inspect(c).get_table_names())
-    upgrade(db_url, "0002")
+    upgrade(db_url)
 
 
 def test_firing_persists_and_notifies_once(engine: Engine) -> None:
@@ -252,3 +253,60 @@ def test_second_engine_sees_committed_state(db_url: str, engine: Engine) -> None
         assert len(_eval(other, [TTFT], T0 + 150).notifications) == 1
     finally:
         other.dispose()
+
+
+def test_group_notifications_are_delivered_in_order(
+    engine: Engine, clock: FakeClock, receiver_server: ScriptedReceiver
+) -> None:
+    """A group's resolved notification waits until its firing one is delivered, even when the
+    firing one needs a retry and the worker sends several notifications in parallel."""
+    from tests.collector.alerts.conftest import Step
+
+    rcvs = StaticReceivers([Receiver(name="oncall", kind="alertmanager", url=receiver_server.url)])
+    fast = TTFT.model_copy(
+        update={
+            "for_s": 0,
+            "resolve_for_s": 0,
+            "grouping": Grouping(group_wait_s=0, group_interval_s=0),
+        }
+    )
+    start = clock.now()
+    assert (
+        len(
+            _eval(
+                engine, [fast], start, values={"ttft_p99_high": 3.0}, receivers=rcvs
+            ).notifications
+        )
+        == 1
+    )
+    assert (
+        len(
+            _eval(
+                engine, [fast], start + 1, values={"ttft_p99_high": 1.0}, receivers=rcvs
+            ).notifications
+        )
+        == 1
+    )
+    firing, resolved = sorted(outbox.list_items(engine, "default"), key=lambda i: i.seq or 0)
+    assert (firing.seq, resolved.seq) == (1, 2)
+    # Both are due; only the head of the group may be claimed.
+    assert [i.id for i in outbox.claim_due(engine, start + 2, limit=10, lease_s=0.5)] == [firing.id]
+    assert outbox.claim_due(engine, start + 2, limit=10, lease_s=0.5) == []  # in flight: blocks
+    receiver_server.script = [Step(503)]
+    worker = DeliveryWorker(
+        engine,
+        rcvs,
+        registry=CollectorRegistry(),
+        rng=np.random.default_rng(2),
+        clock=clock.now,
+        sleep=clock.sleep,
+        policy=RetryPolicy(request_timeout_s=2),
+        concurrency=4,
+    )
+    clock.advance_to(start + 3)  # the lease has ended
+    worker.run_pending()
+    worker.close()
+    got = [(json.loads(r.body)["status"], r.status) for r in receiver_server.requests]
+    assert got == [("firing", 503), ("firing", 200), ("resolved", 200)]
+    assert receiver_server.requests[2].at >= receiver_server.requests[1].at
+    assert outbox.count_by_status(engine) == {"delivered": 2}
