@@ -45,6 +45,7 @@ def _echo(summary: RunSummary) -> None:
     default=None,
     help="START..END (pinned range), deploy:COLUMN=VALUE, or 24h (rolling length).",
 )
+@click.option("--until", default=None, help="Current window end (default: now).")
 @click.option("--tenant", "tenants", multiple=True, help="Tenant(s) (default: all with calls).")
 @click.option("--database-url", default=None, help="Overrides DRIFTLINE_DATABASE_URL.")
 @click.option("--seed", type=int, default=None, help="Seed of the run's random samples.")
@@ -53,13 +54,14 @@ def run_command(
     once: bool,
     since: str | None,
     reference: str | None,
+    until: str | None,
     tenants: tuple[str, ...],
     database_url: str | None,
     seed: int | None,
     no_migrate: bool,
 ) -> None:
     """Run the drift monitor: rolling (DRIFTLINE_DRIFT_REFERENCE_HOURS before the current
-    window) or pinned (--reference) reference vs the current window (--since .. now)."""
+    window) or pinned (--reference) reference vs the current window (--since .. --until)."""
     settings = load_settings(database_url=database_url)
     drift_settings = load_drift_settings(seed=seed, tenants=list(tenants) or None)
     if not no_migrate:
@@ -70,11 +72,13 @@ def run_command(
         while True:
             now_ns = time.time_ns()
             try:
+                if until is not None:
+                    now_ns = parse_time(until, now_ns=now_ns, name="--until")
                 since_ns = (
                     None if since is None else parse_time(since, now_ns=now_ns, name="--since")
                 )
             except ValueError as exc:
-                raise click.BadParameter(str(exc), param_hint="--since") from None
+                raise click.BadParameter(str(exc), param_hint="--since/--until") from None
             horizon = (since_ns or now_ns) - int(drift_settings.reference_hours * 3600e9)
             for tenant in monitored_tenants(engine, drift_settings, since_ns=horizon):
                 try:

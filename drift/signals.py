@@ -235,7 +235,6 @@ def _build(
     rng: np.random.Generator,
 ) -> Extraction:
     wanted = set(config.signals)
-    seg_expr = ", ".join(f"c.{c}" for c in seg_cols) or "NULL"
     has_out = "output_text" in calls.column_names
     has_in = "input_text" in calls.column_names
     numeric = [s for s in NUMERIC_SIGNALS if s in wanted]
@@ -248,12 +247,13 @@ def _build(
         "GROUP BY trace_id, span_id"
     )
     con.execute(
-        "CREATE TEMP TABLE seg AS SELECT "
-        f"{seg_expr if seg_cols else 'NULL AS none'}, count(*) AS n, "
-        "row_number() OVER (ORDER BY count(*) DESC"
+        "CREATE TEMP TABLE seg AS SELECT *, row_number() OVER (ORDER BY n DESC"
         + "".join(f", {c} NULLS FIRST" for c in seg_cols)
-        + ") - 1 AS seg_id "
-        "FROM calls_arrow c GROUP BY ALL"
+        + ") - 1 AS seg_id FROM (SELECT "
+        + (", ".join(f"c.{c}" for c in seg_cols) + ", " if seg_cols else "")
+        + "count(*) AS n FROM calls_arrow c"
+        + (" GROUP BY " + ", ".join(f"c.{c}" for c in seg_cols) if seg_cols else "")
+        + ")"
     )
     join_seg = " AND ".join(f"c.{c} IS NOT DISTINCT FROM g.{c}" for c in seg_cols) or "TRUE"
     con.execute(
@@ -286,7 +286,7 @@ def _build(
         f"SELECT seg_id, {', '.join(seg_cols) or 'NULL'} FROM seg "
         f"WHERE seg_id < {config.max_segments} ORDER BY seg_id"
     ).fetchall()
-    n_segments = con.execute("SELECT count(*) FROM seg").fetchone()[0]  # type: ignore[index]
+    n_segments = con.execute("SELECT count(*) FROM seg").fetchall()[0][0]
     if n_segments > config.max_segments:
         skipped["segments"] = (
             f"{n_segments - config.max_segments} smaller segments tested only in all traffic"
@@ -301,7 +301,7 @@ def _build(
         segments = {None: (None, {})}
     n_ref, n_cur = con.execute(
         "SELECT count(*) FILTER (win = 0), count(*) FILTER (win = 1) FROM s"
-    ).fetchone() or (0, 0)
+    ).fetchall()[0]
     columns: list[ColumnWindow] = []
     columns += _numeric_columns(
         con,
