@@ -78,7 +78,7 @@ def send_once(
         "idempotency-key": msg_id,
         **receiver.headers,
     }
-    secrets = [receiver.secret.get_secret_value()] if receiver.secret else []
+    secrets = receiver.signing_secrets(now)
     headers.update(signature_headers(secrets, msg_id, int(now), body))
     try:
         resp = client.post(

@@ -1,7 +1,8 @@
 """Receivers (where notifications go) and the settings that locate them.
 
-Until the receivers REST API exists, receivers come from a TOML or YAML file named by
-``DRIFTLINE_ALERT_RECEIVERS_FILE``::
+Receivers come from the ``alert_receivers`` table (REST API ``/api/v1/alerts/receivers``) and
+from a TOML or YAML file named by ``DRIFTLINE_ALERT_RECEIVERS_FILE`` (read-only, wins on a
+name clash)::
 
     [[receivers]]
     name = "oncall"
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from collector.alerts.errors import ReceiverConfigError
+from collector.alerts.retry import RetryPolicy
 from collector.alerts.signing import secret_key
 
 ReceiverKind = Literal["alertmanager", "slack", "pagerduty", "generic"]
@@ -37,6 +39,9 @@ class Receiver(BaseModel):
 
     ``timeout_s``: per-attempt HTTP timeout (seconds; None = the worker's default).
     ``max_alerts``: alerts per message (0 = unlimited). ``headers``: extra HTTP headers.
+    ``previous_secret`` is still signed with until ``previous_secret_until`` (unix seconds)
+    after a rotation, so receivers can switch keys without dropping deliveries (Standard
+    Webhooks allows several space-separated signatures).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,6 +51,8 @@ class Receiver(BaseModel):
     kind: ReceiverKind = "generic"
     url: str
     secret: SecretStr | None = None
+    previous_secret: SecretStr | None = None
+    previous_secret_until: float | None = None
     routing_key: SecretStr | None = None
     send_resolved: bool = True
     max_alerts: int = Field(default=0, ge=0)
@@ -59,12 +66,24 @@ class Receiver(BaseModel):
             raise ValueError("url must start with http:// or https://")
         return v
 
-    @field_validator("secret")
+    @field_validator("secret", "previous_secret")
     @classmethod
     def _whsec(cls, v: SecretStr | None) -> SecretStr | None:
         if v is not None:
             secret_key(v.get_secret_value())
         return v
+
+    def signing_secrets(self, now: float) -> list[str]:
+        """Secrets to sign with at ``now`` (unix seconds): the current one, plus the previous
+        one during its rotation grace period."""
+        out = [self.secret.get_secret_value()] if self.secret else []
+        if (
+            self.previous_secret is not None
+            and self.previous_secret_until is not None
+            and now < self.previous_secret_until
+        ):
+            out.append(self.previous_secret.get_secret_value())
+        return out
 
     def check_kind(self) -> Receiver:
         """Raise ValueError when a format-specific field is missing (PagerDuty routing key)."""
@@ -114,6 +133,25 @@ class AlertSettings(BaseSettings):
     timeout_s: float = Field(default=10.0, gt=0, description="Per-attempt HTTP timeout.")
     base_delay_s: float = Field(default=1.0, gt=0, description="First retry delay.")
     max_delay_s: float = Field(default=300.0, gt=0, description="Longest backoff delay.")
+    enabled: bool = Field(default=True, description="Run the evaluation and delivery jobs.")
+    eval_interval_s: float = Field(default=15.0, gt=0, description="Rule evaluation period.")
+    delivery_poll_s: float = Field(default=1.0, gt=0, description="Outbox polling period.")
+    external_url: str | None = Field(
+        default=None, description="Link put in payloads (default: the collector's own URL)."
+    )
+    queue_saturation: float = Field(
+        default=0.9, gt=0, le=1, description="Write-queue fill ratio that is unhealthy."
+    )
+
+    def retry_policy(self) -> RetryPolicy:
+        """The delivery :class:`RetryPolicy` these settings describe."""
+        return RetryPolicy(
+            max_attempts=self.max_attempts,
+            max_age_s=self.max_age_s,
+            base_delay_s=self.base_delay_s,
+            max_delay_s=self.max_delay_s,
+            request_timeout_s=self.timeout_s,
+        )
 
 
 def parse_receivers(data: Mapping[str, Any], source: str = "<data>") -> StaticReceivers:

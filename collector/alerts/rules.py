@@ -112,8 +112,9 @@ class ThresholdRule(_RuleBase):
                       receivers=("oncall",))
 
     ``window_s`` and ``filters`` (e.g. ``{"service_name": "chat-api"}``) tell the stats feeder
-    what to compute; ``group_labels`` are the dimensions it splits the series by (one alert
-    per label set).
+    (:mod:`collector.alerts.series`) what to compute, ``min_samples`` how many observations
+    the window needs for a value (fewer: unknown); ``group_labels`` are the dimensions it
+    splits the series by (one alert per label set).
     """
 
     kind: Literal["threshold"] = "threshold"
@@ -125,6 +126,9 @@ class ThresholdRule(_RuleBase):
     for_s: float = Field(default=0.0, ge=0)
     resolve_for_s: float = Field(default=0.0, ge=0)
     window_s: float = Field(default=300.0, gt=0)
+    min_samples: int = Field(
+        default=1, ge=1, description="Fewer observations in the window: value unknown."
+    )
     filters: dict[str, str] = Field(default_factory=dict)
     group_labels: tuple[str, ...] = ()
 

@@ -250,29 +250,42 @@ def save_receiver(session: Session, r: Receiver, *, now: float) -> None:
         "max_alerts": r.max_alerts,
         "timeout_s": r.timeout_s,
         "headers": dict(r.headers),
+        "previous_secret": r.previous_secret.get_secret_value() if r.previous_secret else None,
+        "previous_secret_until": r.previous_secret_until,
     }
     row.updated_at = to_dt(now)
 
 
-def load_db_receivers(session: Session) -> StaticReceivers:
-    """Every receiver in ``alert_receivers`` as a directory (all tenants)."""
-    out = []
-    for row in session.scalars(select(AlertReceiver)).all():
-        cfg = row.config or {}
-        out.append(
-            Receiver.model_validate(
-                {
-                    "name": row.name,
-                    "tenant": row.tenant,
-                    "kind": row.kind,
-                    "url": row.url,
-                    "secret": row.secret,
-                    "send_resolved": row.send_resolved,
-                    "routing_key": cfg.get("routing_key"),
-                    "max_alerts": cfg.get("max_alerts", 0),
-                    "timeout_s": cfg.get("timeout_s"),
-                    "headers": cfg.get("headers") or {},
-                }
-            )
-        )
-    return StaticReceivers(out)
+def receiver_of_row(row: AlertReceiver) -> Receiver:
+    """The :class:`Receiver` stored in one ``alert_receivers`` row."""
+    cfg = row.config or {}
+    return Receiver.model_validate(
+        {
+            "name": row.name,
+            "tenant": row.tenant,
+            "kind": row.kind,
+            "url": row.url,
+            "secret": row.secret,
+            "previous_secret": cfg.get("previous_secret"),
+            "previous_secret_until": cfg.get("previous_secret_until"),
+            "send_resolved": row.send_resolved,
+            "routing_key": cfg.get("routing_key"),
+            "max_alerts": cfg.get("max_alerts", 0),
+            "timeout_s": cfg.get("timeout_s"),
+            "headers": cfg.get("headers") or {},
+        }
+    )
+
+
+def load_db_receiver(session: Session, tenant: str, name: str) -> Receiver | None:
+    """Receiver ``name`` of ``tenant`` from ``alert_receivers``, or None."""
+    row = session.get(AlertReceiver, (tenant, name))
+    return None if row is None else receiver_of_row(row)
+
+
+def load_db_receivers(session: Session, tenant: str | None = None) -> StaticReceivers:
+    """Receivers in ``alert_receivers`` (one tenant, or all) as a directory."""
+    q = select(AlertReceiver).order_by(AlertReceiver.tenant, AlertReceiver.name)
+    if tenant is not None:
+        q = q.where(AlertReceiver.tenant == tenant)
+    return StaticReceivers(receiver_of_row(row) for row in session.scalars(q).all())
