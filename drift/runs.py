@@ -55,6 +55,7 @@ class DriftSettings(BaseSettings):
     signals: list[str] = Field(default_factory=lambda: list(SIGNALS))
     segment_by: list[str] = Field(default_factory=lambda: ["model", "variant", "service"])
     max_segments: int = Field(20, ge=1)
+    include_all: bool = Field(True, description="Also test all traffic of the tenant.")
     min_samples: int = Field(30, ge=1, description="Below this per window: insufficient data.")
     fdr_q: float = Field(0.05, gt=0, lt=1, description="Benjamini–Hochberg level.")
     text_sample: int = Field(200, ge=1, description="Texts per window × segment for language.")
@@ -68,6 +69,7 @@ class DriftSettings(BaseSettings):
             signals=tuple(self.signals),
             segment_by=tuple(self.segment_by),
             max_segments=self.max_segments,
+            include_all=self.include_all,
             text_sample=self.text_sample,
             embedding_sample=self.embedding_sample,
         )

@@ -1,0 +1,240 @@
+"""Benchmark: a full drift run over 1,000,000 calls (12 signals × 10 segments), and Evidently.
+
+Data (generated once, cached in ``.cache/bench-drift/``): 1,000,000 calls in a SQLite store
+(schema from the migrations), 500,000 in a 12 h reference window and 500,000 in the next 12 h;
+10 segments = 5 models × 2 variants; prompts are real Dolly prompts without context
+(shared/data), outputs are short English answers with ~3 % refusals and ~1 % empty outputs;
+2 % of calls carry a thumbs vote. Two segments drift: one answers longer (output_tokens, e2e_s),
+one refuses more.
+
+``drift_run_s``: wall time of :func:`drift.runs.run_drift` — ADBC read of both windows, DuckDB
+signal extraction, sampled language identification, 120 tests with BH, effect sizes,
+histograms, and the stored run (embeddings and judge scores are not among the 12 signals).
+
+``drift_speedup_vs_evidently``: Evidently (installed only in ``.cache/bench-venv``, run as a
+subprocess) computing its DataDriftPreset on the same per-call signal values, one report per
+segment, reference vs current — timed around ``Report.run`` only (its data is handed over
+already extracted, in pandas), divided by ``drift_run_s``. The two language columns are not
+given to Evidently (it has no language detector), so it computes 10 of the 12 columns.
+
+Usage: ``.venv/bin/python benchmarks/drift.py [--calls 1000000] [--no-evidently]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from collector.store import analytics  # noqa: E402
+from collector.store import engine as store_engine  # noqa: E402
+from drift.runs import DriftSettings, run_drift  # noqa: E402
+from drift.signals import refusal_sql  # noqa: E402
+from drift.windows import Windows  # noqa: E402
+
+CACHE = REPO / ".cache" / "bench-drift"
+VENV = REPO / ".cache" / "bench-venv"
+DOLLY = REPO.parent / "shared" / "data" / "dolly15k_prompts.jsonl"
+BASE_NS = 1_780_000_000 * 10**9
+HOUR_NS = 3600 * 10**9
+MODELS = ["gpt-4o", "gpt-4o-mini", "claude-sonnet-4", "llama-3.1-8b", "qwen2.5-7b"]
+SIGNALS = [
+    "input_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s", "finish_reason", "refusal",
+    "empty_output", "guardrail_hit", "thumbs_down", "prompt_language", "output_language",
+]  # fmt: skip
+ANSWERS = [
+    "Here is a short answer to your question, with the key facts first.",
+    "The main points are listed below, followed by a brief explanation of each.",
+    "In short: it depends on the context, but the usual approach works well.",
+    "Sure. The steps are simple: prepare, check the inputs, then run it.",
+]
+REFUSAL = "I'm sorry, but I can't help with that request."
+
+
+def generate(path: Path, n: int, seed: int = 7) -> None:
+    """Write ``n`` calls and their thumbs votes into a fresh SQLite store at ``path``."""
+    if path.exists():
+        path.unlink()
+    url = f"sqlite:///{path}"
+    store_engine.upgrade(url)
+    rng = np.random.default_rng(seed)
+    prompts = [
+        json.loads(line)["prompt"]
+        for line in DOLLY.open(encoding="utf-8")
+        if not json.loads(line)["has_context"]
+    ]
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=OFF")
+    half = n // 2
+    chunk = 100_000
+    for lo in range(0, n, chunk):
+        m = min(chunk, n - lo)
+        idx = np.arange(lo, lo + m)
+        cur = idx >= half
+        start = BASE_NS + np.where(cur, 12 * HOUR_NS, 0) + (idx % half) * (12 * HOUR_NS // half)
+        seg = rng.integers(0, 10, m)
+        model = seg // 2
+        variant = seg % 2
+        longer = cur & (seg == 3)  # segment 3 answers longer in the current window
+        refuses = rng.random(m) < np.where(cur & (seg == 6), 0.12, 0.03)  # segment 6 refuses
+        empty = ~refuses & (rng.random(m) < 0.01)
+        out_tok = np.maximum(1, rng.lognormal(np.where(longer, 5.6, 5.0), 0.6, m)).astype(int)
+        ttft = rng.gamma(4.0, 0.06, m)
+        tpot = rng.gamma(9.0, 0.0025, m)
+        e2e = ttft + tpot * (out_tok - 1)
+        finish = np.where(
+            rng.random(m) < 0.05,
+            "length",
+            np.where(rng.random(m) < 0.004, "content_filter", "stop"),
+        )
+        redactions = np.where(rng.random(m) < 0.01, 1, 0)
+        p_idx = rng.integers(0, len(prompts), m)
+        a_idx = rng.integers(0, len(ANSWERS), m)
+        rows = []
+        for k in range(m):
+            i = int(idx[k])
+            prompt = prompts[p_idx[k]]
+            text = "" if empty[k] else REFUSAL if refuses[k] else ANSWERS[a_idx[k]]
+            trace = f"{i:032x}"
+            span = f"{i + 1:016x}"
+            rows.append((
+                "default", trace, span, f"{trace}:{span}", "chat-api", MODELS[model[k]],
+                f"v{variant[k]}", int(start[k]), int(start[k] + e2e[k] * 1e9),
+                max(1, len(prompt) // 4), int(out_tok[k]), float(ttft[k]), float(e2e[k]),
+                float(tpot[k]) if out_tok[k] > 1 else None, str(finish[k]), "ok", "[]",
+                prompt, text, "semconv", int(redactions[k]),
+            ))  # fmt: skip
+        con.executemany(
+            "INSERT INTO llm_calls (tenant, trace_id, span_id, call_id, service_name, model, "
+            "variant, start_unix_nano, end_unix_nano, input_tokens, output_tokens, ttft_s, e2e_s, "
+            "tpot_s, finish_reason, status, flags, input_text, output_text, dialect, redactions) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            rows,
+        )
+        voted = np.flatnonzero(rng.random(m) < 0.02)
+        down_p = np.where(refuses[voted] | empty[voted], 0.7, 0.15)
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
+        con.executemany(
+            "INSERT INTO feedback (tenant, feedback_id, trace_id, span_id, kind, attributes, "
+            "timestamp_unix_nano, received_at) VALUES (?,?,?,?,?,?,?,?)",
+            [
+                ("default", f"fb-{int(idx[v])}", f"{int(idx[v]):032x}", f"{int(idx[v]) + 1:016x}",
+                 "thumbs_down" if rng.random() < down_p[j] else "thumbs_up", "{}",
+                 int(start[v]) + 60 * 10**9, now)
+                for j, v in enumerate(voted)
+            ],
+        )  # fmt: skip
+        con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+
+
+def export_for_evidently(url: str, out: Path) -> None:
+    """Per-call signal values (the 10 full-data signals) of both windows, as Parquet."""
+    import duckdb
+
+    names = ["model", "variant", "input_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s",
+             "finish_reason", "redactions", "output_text", "trace_id"]  # fmt: skip
+    t = analytics.fetch_calls(url, "default", since_ns=BASE_NS, until_ns=BASE_NS + 24 * HOUR_NS,
+                              columns=[*names, "start_unix_nano"])  # fmt: skip
+    con = duckdb.connect()
+    con.register("c", t)
+    con.execute(
+        f"COPY (SELECT model || '/' || variant AS segment, "
+        f"CASE WHEN start_unix_nano >= {BASE_NS + 12 * HOUR_NS} THEN 1 ELSE 0 END AS win, "
+        "CAST(input_tokens AS DOUBLE) input_tokens, CAST(output_tokens AS DOUBLE) output_tokens, "
+        "ttft_s, tpot_s, e2e_s, finish_reason, "
+        f"CAST({refusal_sql('output_text')} AS INTEGER) AS refusal, "
+        "CAST(trim(output_text) = '' AS INTEGER) AS empty_output, "
+        "CAST(finish_reason = 'content_filter' OR redactions > 0 AS INTEGER) AS guardrail_hit "
+        f"FROM c) TO '{out}' (FORMAT parquet)"
+    )
+    con.close()
+
+
+EVIDENTLY_SCRIPT = r"""
+import sys, time, warnings
+warnings.filterwarnings("ignore")
+import pandas as pd
+from evidently import DataDefinition, Dataset, Report
+from evidently.presets import DataDriftPreset
+df = pd.read_parquet(sys.argv[1])
+num = ["input_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s"]
+cat = ["finish_reason", "refusal", "empty_output", "guardrail_hit"]
+definition = DataDefinition(numerical_columns=num, categorical_columns=cat)
+t0 = time.perf_counter()
+for seg, part in df.groupby("segment"):
+    ref = Dataset.from_pandas(part[part.win == 0][num + cat], data_definition=definition)
+    cur = Dataset.from_pandas(part[part.win == 1][num + cat], data_definition=definition)
+    snap = Report([DataDriftPreset()]).run(current_data=cur, reference_data=ref)
+    snap.dict()  # materialise every metric result
+print(f"EVIDENTLY_S {time.perf_counter() - t0:.3f}")
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--calls", type=int, default=1_000_000)
+    ap.add_argument("--no-evidently", action="store_true")
+    ap.add_argument("--regenerate", action="store_true")
+    args = ap.parse_args()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    db = CACHE / f"calls-{args.calls}.db"
+    url = f"sqlite:///{db}"
+    if args.regenerate or not db.exists():
+        t = time.perf_counter()
+        generate(db, args.calls)
+        print(f"generated {args.calls} calls in {time.perf_counter() - t:.1f} s")
+    engine = store_engine.make_engine(url)
+    settings = DriftSettings(  # type: ignore[call-arg]
+        signals=SIGNALS, segment_by=["model", "variant"], max_segments=10, include_all=False,
+        seed=1, alert=False, text_sample=200,
+    )  # fmt: skip
+    windows = Windows(BASE_NS, BASE_NS + 12 * HOUR_NS, BASE_NS + 12 * HOUR_NS,
+                      BASE_NS + 24 * HOUR_NS, "range", "bench")  # fmt: skip
+    t0 = time.perf_counter()
+    summary = run_drift(engine, url, "default", windows, settings, trigger="cli")
+    run_s = time.perf_counter() - t0
+    assert summary.status == "ok", summary.error
+    print(
+        f"results={summary.n_results} evaluated={summary.n_evaluated} "
+        f"drifted={summary.n_drifted}: {sorted(set(summary.drifted))}"
+    )
+    print(f"RESULT drift_run_s={run_s:.3f} s")
+    if args.no_evidently:
+        return
+    py = VENV / "bin" / "python"
+    if not py.exists():
+        print("evidently venv missing: python -m venv .cache/bench-venv && "
+              ".cache/bench-venv/bin/pip install evidently 'pandas<3' pyarrow")  # fmt: skip
+        return
+    parquet = CACHE / f"signals-{args.calls}.parquet"
+    if not parquet.exists():
+        export_for_evidently(url, parquet)
+    script = CACHE / "evidently_run.py"
+    script.write_text(EVIDENTLY_SCRIPT)
+    proc = subprocess.run(
+        [str(py), str(script), str(parquet)], capture_output=True, text=True, check=False
+    )
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("EVIDENTLY_S")]
+    if proc.returncode != 0 or not line:
+        print(proc.stdout[-2000:], proc.stderr[-4000:])
+        raise SystemExit("evidently run failed")
+    ev_s = float(line[0].split()[1])
+    print(f"evidently_s={ev_s:.3f} (Report.run only, 10 segments x 10 columns)")
+    print(f"RESULT drift_speedup_vs_evidently={ev_s / run_s:.2f} x")
+
+
+if __name__ == "__main__":
+    main()
