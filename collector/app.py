@@ -43,6 +43,7 @@ ROUTERS: list[str] = [
     "collector.api.feedback:router",
     "collector.api.rollouts:router",
     "collector.api.drift:router",
+    "collector.api.alerts:router",
 ]
 
 

@@ -21,6 +21,7 @@ JOB_FACTORIES: list[str] = [
     "judges.jobs:jobs",
     "drift.canary_jobs:jobs",
     "drift.jobs:jobs",
+    "collector.alerts.jobs:jobs",
 ]
 
 

@@ -239,3 +239,15 @@ def _thumbs_series(
         return sum(1 for (kind,) in rows if kind == "thumbs_down") / len(rows)
 
     return _series(rule, names, groups, now, rate)
+
+
+def check_rule_labels(rule: ThresholdRule) -> None:
+    """Validate that ``rule.filters`` and ``rule.group_labels`` name dimensions its statistic
+    can be split by.
+
+    Raises:
+        ValueError: an unknown key (the message names ``filters`` or ``group_labels``).
+    """
+    mapping = _ENGINE_LABELS if rule.stat == "kv_cache_usage" else CALL_LABELS
+    _cols(mapping, rule.filters, "filters")
+    _cols(mapping, rule.group_labels, "group_labels")

@@ -70,7 +70,8 @@ def load_rules(session: Session, tenant: str) -> list[ThresholdRule | EventRule]
 # --- alerts ---
 
 
-def _alert_state(r: Alert) -> AlertState:
+def alert_state_of_row(r: Alert) -> AlertState:
+    """The :class:`AlertState` stored in one ``alerts`` row."""
     return AlertState(
         fingerprint=r.fingerprint,
         rule=r.rule,
@@ -94,7 +95,7 @@ def load_alerts(session: Session, tenant: str, *, rule: str | None = None) -> di
     q = select(Alert).where(Alert.tenant == tenant)
     if rule is not None:
         q = q.where(Alert.rule == rule)
-    return {r.fingerprint: _alert_state(r) for r in session.scalars(q).all()}
+    return {r.fingerprint: alert_state_of_row(r) for r in session.scalars(q).all()}
 
 
 def save_alerts(session: Session, tenant: str, states: Iterable[AlertState], now: float) -> None:
@@ -124,7 +125,7 @@ def acknowledge_alert(
     row = session.get(Alert, (tenant, fingerprint))
     if row is None:
         raise NotFoundError(f"alert {fingerprint!r} not found")
-    state = acknowledge(_alert_state(row), now, by)
+    state = acknowledge(alert_state_of_row(row), now, by)
     save_alerts(session, tenant, [state], now)
     return state
 
@@ -163,7 +164,8 @@ def save_group(session: Session, tenant: str, g: GroupState, now: float) -> None
 # --- silences ---
 
 
-def _silence(r: AlertSilence) -> Silence:
+def silence_of_row(r: AlertSilence) -> Silence:
+    """The :class:`Silence` stored in one ``alert_silences`` row."""
     return Silence(
         id=r.id,
         matchers=tuple(Matcher(m["name"], m["value"], m.get("op", "=")) for m in r.matchers),
@@ -231,7 +233,7 @@ def active_silences(session: Session, tenant: str, now: float) -> list[Silence]:
             AlertSilence.ends_at > to_dt(now),
         )
     ).all()
-    return [_silence(r) for r in rows]
+    return [silence_of_row(r) for r in rows]
 
 
 # --- receivers ---
