@@ -412,7 +412,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     arg = ap.add_argument
     arg("--spans", type=int, default=40_000, help="spans sent to driftline (default 40000)")
-    arg("--phoenix-spans", type=int, default=20_000, help="spans sent to Phoenix (<= --spans)")
+    # > Phoenix's 20,000-span in-memory queue, so its 503 back-pressure is part of the run
+    arg("--phoenix-spans", type=int, default=30_000, help="spans sent to Phoenix (<= --spans)")
     arg("--clients", type=int, default=8, help="concurrent sending threads (default 8)")
     arg("--phoenix-port", type=int, default=16006, help="Phoenix HTTP/OTLP port (default 16006)")
     arg("--skip-install", action="store_true", help="fail instead of creating the Phoenix venv")
