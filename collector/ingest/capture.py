@@ -13,7 +13,9 @@ from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import OperationalError
 
+from collector.errors import StoreUnavailableError
 from collector.ingest.decode import SpanData
 from collector.redaction import redact
 from collector.store.models import Tenant
@@ -138,8 +140,11 @@ class CapturePolicies:
     def mode(self, tenant: str) -> str:
         now = time.monotonic()
         if now - self._loaded > CACHE_TTL_S:
-            with self._engine.connect() as conn:
-                rows = conn.execute(select(Tenant.name, Tenant.capture_content)).all()
+            try:
+                with self._engine.connect() as conn:
+                    rows = conn.execute(select(Tenant.name, Tenant.capture_content)).all()
+            except OperationalError as exc:  # store down: refuse (503), never guess a policy
+                raise StoreUnavailableError(f"the store is unavailable: {exc.orig}") from exc
             with self._lock:
                 self._cache = {r[0]: r[1] for r in rows}
                 self._loaded = now

@@ -31,7 +31,7 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
     """Create an engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``).
 
     SQLite: the database file's folder is created on first use, and each connection gets the
-    pragmas below. PostgreSQL: a pre-pinged pool.
+    pragmas below. PostgreSQL: a pre-pinged pool whose sessions wait at most 2 s for a lock.
     """
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
@@ -59,7 +59,18 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, echo=echo, pool_pre_ping=True, json_serializer=_json_dumps)
+    engine = create_engine(url, echo=echo, pool_pre_ping=True, json_serializer=_json_dumps)
+
+    @event.listens_for(engine, "connect")
+    def _pg_session(dbapi_conn: Any, _record: Any) -> None:
+        # A statement blocked by another session's lock (e.g. LOCK TABLE, DDL) fails after 2 s
+        # (OperationalError -> 503 + Retry-After) instead of holding exporters past their 10 s
+        # timeout; migrations stop instead of queueing every reader behind them.
+        with dbapi_conn.cursor() as cur:
+            cur.execute("SET lock_timeout = '2s'")
+        dbapi_conn.commit()
+
+    return engine
 
 
 def alembic_config(url: str) -> Config:
