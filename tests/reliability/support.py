@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -101,11 +102,13 @@ def span_key(span: ReadableSpan) -> Key:
 @dataclass
 class ExportLoad:
     """Threads that each export their batches in order with their own ``OTLPSpanExporter``
-    and record every batch the exporter reported as SUCCESS (after its own retries)."""
+    (``timeout_s`` per batch, retries included; ``interval_s`` of sleep between batches) and
+    record every batch the exporter reported as SUCCESS."""
 
     endpoint: str
     batches_per_worker: list[list[list[ReadableSpan]]]
     timeout_s: float
+    interval_s: float = 0.0
     acked: list[Key] = field(default_factory=list)
     failed_batches: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -126,6 +129,7 @@ class ExportLoad:
                         self.acked.extend(span_key(s) for s in batch)
                     else:
                         self.failed_batches += 1
+                time.sleep(self.interval_s)
         finally:
             exporter.shutdown()
 
