@@ -115,7 +115,7 @@ def loaded(client: TestClient) -> tuple[TestClient, int]:
         order = rng.permutation(len(prompts))
         for j, idx in enumerate(order):
             start = base + w * HOUR + 10**9 + int(j * (HOUR - 2 * 10**9) / len(prompts))
-            spans.append(_span(rng, w * N + j, start, prompts[idx]))
+            spans.append(_span(rng, w * N + j + 1, start, prompts[idx]))
     _ingest(client, spans)
     return client, base
 
@@ -168,7 +168,7 @@ def test_topic_shift_flags_input_length_and_embeddings_and_stationary_does_not(
         )
         for w in (0, 2)
     ]  # fmt: skip
-    assert min(stored) >= N - 2  # the collector may reject a malformed span, never many
+    assert stored == [N, N]
     assert [shifted["n_reference_calls"], shifted["n_current_calls"]] == stored
     assert shifted["reference"]["kind"] == "range"
     tokens = _result(shifted, "input_tokens")

@@ -1,0 +1,184 @@
+"""Signal extraction details: the DuckDB refusal rule equals textsignals, per-call proportions
+(guardrail, empty, thumbs-down with latest vote per user), segments, and the scheduled job."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import duckdb
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
+
+from collector.scheduler import JobContext
+from collector.store import engine as store_engine
+from drift.jobs import run_once
+from drift.runs import DriftSettings
+from drift.signals import ExtractConfig, extract, refusal_sql
+from drift.textsignals import is_refusal
+from drift.windows import Windows
+
+TEXTS = [
+    "I'm sorry, but I can't help with that.",
+    "  \n I cannot provide that information.",
+    "I cannot stress enough how useful this is.",
+    "Sure! Here is the recipe.",
+    "As an AI language model, I don't have opinions.",
+    "My apologies, the answer was wrong.",
+    "I\u2019m unable to assist with this request.",
+    "",
+    "   ",
+    "Here is a long answer. " * 20 + "I cannot help with that.",
+    "Je ne peux pas vous aider.",
+    "I won't do that, sorry.",
+    "I won't be able to help with this one.",
+    "I will not continue this conversation.",
+    "The function (a+b)*[c] returns $5 | ^ \\ done.",
+    None,
+]
+
+
+def test_refusal_sql_equals_the_python_heuristic() -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (output_text VARCHAR)")
+    con.executemany("INSERT INTO t VALUES (?)", [(t,) for t in TEXTS])
+    got = [r[0] for r in con.execute(f"SELECT {refusal_sql('output_text')} FROM t").fetchall()]
+    assert got == [is_refusal(t) for t in TEXTS]
+    assert got.count(True) >= 6  # the corpus exercises both branches
+
+
+def _attr(key: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"key": key, "value": {"stringValue": value}}
+    if isinstance(value, list):
+        vals = [{"stringValue": v} for v in value]
+        return {"key": key, "value": {"arrayValue": {"values": vals}}}
+    return {"key": key, "value": {"intValue": str(value)}}
+
+
+HOUR = 3600 * 10**9
+BASE = 1_790_000_000 * 10**9
+
+
+def _spans(n: int, win: int, model: str, finish: str, out: str, offset: int) -> list[Any]:
+    spans = []
+    for j in range(n):
+        i = offset + j + 1
+        start = BASE + win * HOUR + (j + 1) * 10**9
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": model,
+            "gen_ai.usage.input_tokens": 10 + j % 7,
+            "gen_ai.usage.output_tokens": 20 + j % 5,
+            "gen_ai.response.finish_reasons": [finish],
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": out}]}]
+            ),
+        }
+        spans.append(
+            {
+                "traceId": f"{i:032x}",
+                "spanId": f"{i + 1:016x}",
+                "name": "chat",
+                "kind": 3,
+                "startTimeUnixNano": str(start),
+                "endTimeUnixNano": str(start + 10**9),
+                "status": {"code": 1},
+                "attributes": [_attr(k, v) for k, v in attrs.items()],
+            }
+        )
+    return spans
+
+
+def _post(client: TestClient, spans: list[Any]) -> None:
+    body = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": spans}]}]}
+    r = client.post(
+        "/v1/traces", content=json.dumps(body), headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 200, r.text
+
+
+@pytest.fixture(autouse=True)
+def _no_scheduled_drift(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DRIFTLINE_DRIFT_ENABLED", "false")
+
+
+def test_proportions_votes_and_segments(client: TestClient) -> None:
+    # model a: stops normally in the reference, hits the content filter / refuses in current
+    _post(client, _spans(40, 0, "gpt-4o", "stop", "Sure, here it is.", 0))
+    _post(client, _spans(20, 1, "gpt-4o", "content_filter", "", 100))
+    _post(client, _spans(20, 1, "gpt-4o", "stop", "I'm sorry, I can't help with that.", 200))
+    _post(client, _spans(40, 0, "gpt-4o-mini", "stop", "Fine.", 300))
+    _post(client, _spans(40, 1, "gpt-4o-mini", "stop", "Fine.", 400))
+    # two votes by one user on call 0: the later (down) wins; call 1 up; call 100 down
+    votes = [
+        ("fb1", 0, "thumbs_up", 5),
+        ("fb2", 0, "thumbs_down", 9),
+        ("fb3", 1, "thumbs_up", 5),
+        ("fb4", 100, "thumbs_down", 5),
+    ]
+    for fid, i, kind, t in votes:
+        r = client.post(
+            "/api/v1/feedback",
+            json={
+                "feedback_id": fid,
+                "trace_id": f"{i + 1:032x}",
+                "kind": kind,
+                "user_id": "u1",
+                "timestamp": (BASE + HOUR * (i >= 100) + t * 10**9) / 1e9,
+            },
+        )
+        assert r.status_code in (200, 201, 202), r.text
+    url = client.app.state.driftline.settings.database_url  # type: ignore[attr-defined]
+    windows = Windows(BASE, BASE + HOUR, BASE + HOUR, BASE + 2 * HOUR, "range")
+    config = ExtractConfig(
+        signals=("input_tokens", "finish_reason", "refusal", "empty_output", "guardrail_hit",
+                 "thumbs_down"),
+        segment_by=("model",),
+    )  # fmt: skip
+    ex = extract(url, "default", windows, config, rng=np.random.default_rng(0))
+    assert (ex.n_reference_calls, ex.n_current_calls) == (80, 80)
+    assert set(ex.segment_keys) == {"model=gpt-4o", "model=gpt-4o-mini", None}
+    cols = {(c.signal, c.segment): c for c in ex.columns}
+    g = cols[("guardrail_hit", "model=gpt-4o")]
+    assert g.reference_counts == {False: 40} and g.current_counts == {True: 20, False: 20}
+    e = cols[("empty_output", "model=gpt-4o")]
+    # an empty answer part is stored as "no captured text" (NULL) by the collector: unknown
+    assert e.current_counts == {False: 20} and e.current_nulls == 20
+    ref_refusal = cols[("refusal", "model=gpt-4o")]
+    assert ref_refusal.reference_counts == {False: 40}
+    assert ref_refusal.current_counts == {True: 20} and ref_refusal.current_nulls == 20
+    t = cols[("thumbs_down", None)]
+    assert t.reference_counts == {True: 1, False: 1} and t.reference_nulls == 78
+    assert t.current_counts == {True: 1} and t.current_nulls == 79
+    fr = cols[("finish_reason", None)]
+    assert fr.current_counts == {"stop": 60, "content_filter": 20}
+    tokens = cols[("input_tokens", "model=gpt-4o-mini")]
+    assert tokens.reference is not None and tokens.reference.size == 40
+
+
+def test_scheduled_job_stores_a_rolling_run(client: TestClient, db_url: str) -> None:
+    import time
+
+    now = time.time_ns()
+    spans = _spans(40, 0, "gpt-4o", "stop", "ok", 0)
+    for k, s in enumerate(spans):  # 40 calls in the last 2 hours
+        start = now - 2 * HOUR + 60 * 10**9 + k * (HOUR // 21)
+        s["startTimeUnixNano"], s["endTimeUnixNano"] = str(start), str(start + 10**9)
+    _post(client, spans)
+    settings = DriftSettings(  # type: ignore[call-arg]
+        current_hours=1.0, reference_hours=1.0, signals=["input_tokens", "finish_reason"],
+        seed=3,
+    )  # fmt: skip
+    engine = store_engine.make_engine(db_url)
+    try:
+        run_once(JobContext(client.app.state.driftline.settings, engine, CollectorRegistry()),  # type: ignore[attr-defined]
+                 settings)  # fmt: skip
+    finally:
+        engine.dispose()
+    items = client.get("/api/v1/drift/runs").json()["items"]
+    assert len(items) == 1 and items[0]["trigger"] == "schedule" and items[0]["status"] == "ok"
+    assert items[0]["reference"]["kind"] == "rolling"
+    assert items[0]["n_reference_calls"] + items[0]["n_current_calls"] == 40
