@@ -359,7 +359,9 @@ def expire_silence(silence_id: str, state: State, tenant: AdminTenant) -> dict[s
     with Session(state.engine) as s, s.begin():
         store.expire_silence(s, tenant, silence_id, now=now)
     with Session(state.engine) as s:
-        return silence_to_dict(admin.get_silence(s, tenant, silence_id), now)
+        sil = admin.get_silence(s, tenant, silence_id)
+    # Seen from its stored end (microsecond precision), the silence is over.
+    return silence_to_dict(sil, max(now, sil.ends_at))
 
 
 # --- deliveries (outbox) -------------------------------------------------------------------
