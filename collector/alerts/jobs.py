@@ -48,12 +48,17 @@ QUEUE_GAUGE = "driftline_write_queue_spans"
 
 
 def _metric_total(registry: CollectorRegistry, sample_name: str) -> float | None:
-    """Sum of every sample called ``sample_name`` (all label sets); None when absent."""
+    """Sum of every sample called ``sample_name`` (all label sets); 0 for a registered family
+    without samples yet (a labelled counter before its first increment); None when the
+    registry has no such metric."""
     total: float | None = None
     for metric in registry.collect():
+        if sample_name not in (metric.name, metric.name + "_total"):
+            continue
+        total = total or 0.0
         for smp in metric.samples:
             if smp.name == sample_name:
-                total = (total or 0.0) + float(smp.value)
+                total += float(smp.value)
     return total
 
 
