@@ -271,16 +271,22 @@ def _build(
         + "CASE WHEN c.finish_reason = 'content_filter' OR c.redactions > 0 THEN TRUE "
         "WHEN c.finish_reason IS NULL AND c.redactions IS NULL THEN NULL ELSE FALSE END "
         "AS guardrail_hit, "
-        "(SELECT bool_or(v.down) FROM votes v WHERE v.trace_id = c.trace_id "
-        "AND (v.span_id IS NULL OR v.span_id = c.span_id)) AS thumbs_down, "
+        "CASE WHEN vt.down IS NULL AND vs.down IS NULL THEN NULL "
+        "ELSE coalesce(vt.down, FALSE) OR coalesce(vs.down, FALSE) END AS thumbs_down, "
         "j.score AS judge_score, c.trace_id, c.span_id"
         + (", c.output_text" if has_out else "")
         + (", c.input_text" if has_in else "")
         + " FROM calls_arrow c JOIN seg g ON "
         + join_seg
-        + " LEFT JOIN (SELECT trace_id, span_id, avg(score) AS score, bool_or(refusal) AS refusal"
-        " FROM judge_arrow GROUP BY ALL) j ON j.trace_id = c.trace_id AND "
-        "(j.span_id IS NULL OR j.span_id = c.span_id)"
+        # votes on the whole trace and on this span: two equality hash joins, one row each
+        + " LEFT JOIN (SELECT trace_id, bool_or(down) AS down FROM votes WHERE span_id IS NULL"
+        " GROUP BY trace_id) vt ON vt.trace_id = c.trace_id"
+        " LEFT JOIN (SELECT trace_id, span_id, bool_or(down) AS down FROM votes"
+        " WHERE span_id IS NOT NULL GROUP BY trace_id, span_id) vs"
+        " ON vs.trace_id = c.trace_id AND vs.span_id = c.span_id"
+        " LEFT JOIN (SELECT trace_id, span_id, avg(score) AS score, bool_or(refusal) AS refusal"
+        " FROM judge_arrow GROUP BY trace_id, span_id) j"
+        " ON j.trace_id = c.trace_id AND j.span_id = c.span_id"
     )
     seg_rows = con.execute(
         f"SELECT seg_id, {', '.join(seg_cols) or 'NULL'} FROM seg "
