@@ -1,13 +1,16 @@
 """Alerting: rules, the alert state machine, grouping/silences, and signed webhook delivery.
 
-Flow: the scheduler calls :func:`evaluate_rules` (metric series / events in, notifications into
-the durable outbox), and a :class:`DeliveryWorker` drains the outbox with retries.
+Flow: the scheduler (:mod:`collector.alerts.jobs`) calls :func:`evaluate_rules` per tenant
+(series from the store, events from the inbox fed by :func:`emit_event`; notifications into the
+durable outbox), and a :class:`DeliveryWorker` drains the outbox with retries, one notification
+per group at a time. REST: ``collector/api/alerts.py``.
 """
 
 from __future__ import annotations
 
 from collector.alerts.delivery import AttemptResult, DeliveryWorker, send_once
 from collector.alerts.evaluate import EvaluationResult, evaluate_rules, flush_groups
+from collector.alerts.events import emit_event
 from collector.alerts.grouping import GroupState, Matcher, Notification, Silence, plan_group
 from collector.alerts.receivers import (
     AlertSettings,
@@ -49,6 +52,7 @@ __all__ = [
     "Silence",
     "StaticReceivers",
     "ThresholdRule",
+    "emit_event",
     "evaluate_rules",
     "fingerprint",
     "flush_groups",
