@@ -72,14 +72,20 @@ def calls(
 ) -> pd.DataFrame:
     """Metric columns of the calls started in ``[since_ns, until_ns)`` (one row per call).
 
-    Read through ``collector.store.analytics.fetch_calls`` (ADBC → Arrow) when that module is
-    installed, otherwise through :func:`dashboard.queries.calls_frame` (SQLAlchemy Core).
+    PostgreSQL stores are read through ``collector.store.analytics.fetch_calls`` (ADBC → Arrow)
+    when that module is installed; SQLite stores through :func:`dashboard.queries.calls_frame`
+    (SQLAlchemy Core): the ADBC SQLite driver bundles its own SQLite library, and when its
+    connection closes it takes itself for the last one and deletes the ``-wal`` / ``-shm``
+    files under this process's open SQLAlchemy connections (the next query fails with "disk
+    I/O error").
     """
     flt = dict(filters)
-    try:
-        analytics = importlib.import_module("collector.store.analytics")
-    except ImportError:
-        analytics = None
+    analytics = None
+    if not database_url.startswith("sqlite"):
+        try:
+            analytics = importlib.import_module("collector.store.analytics")
+        except ImportError:
+            analytics = None
     if analytics is not None:
         table = analytics.fetch_calls(
             database_url,

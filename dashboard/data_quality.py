@@ -3,15 +3,15 @@
 Each subsystem may not be installed or migrated yet: then the function returns None and the
 page shows its "no data yet" state. Canary reads go through ``drift.canary_store`` and
 ``drift.canary_jobs`` (the confidence sequences are re-computed at past looks with
-``evaluate_rollout(..., apply=False)``, which writes nothing); agreement and PPI through
-``judges.agreement`` / ``judges.ppi``; the review queue through ``judges.review``.
+``evaluate_rollout(..., apply=False)``, which writes nothing); PPI, κ and means through
+``judges.quality`` (as the quality API), the confusion matrix through ``judges.agreement``;
+the review queue through ``judges.review``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import importlib
-import math
 from typing import Any
 
 import numpy as np
@@ -195,62 +195,74 @@ def human_labels(database_url: str, tenant: str, since_ns: int) -> pd.DataFrame:
     return queries_quality.human_labels_frame(engine(database_url), tenant, since)
 
 
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def quality_estimates(
-    scores: pd.DataFrame, labels: pd.DataFrame, alpha: float = 0.1
+    database_url: str, tenant: str, since_ns: int, group_by: str = "variant", alpha: float = 0.1
 ) -> pd.DataFrame:
-    """Per variant: the PPI++ estimate of the mean human score with its (1 − alpha) interval
-    (Angelopoulos et al. 2023, ``judges.ppi.ppi_mean``), from audit labels (inclusion weights)
-    and the judge scores of the other judged calls, next to the judge-only and human-only means.
-    Rows with too little data carry None."""
-    ppi = importlib.import_module("judges.ppi")
-    out = []
-    audit = labels[labels["audit"].astype(bool)].dropna(subset=["human_score", "judge_score"])
-    for variant, g in scores.fillna({"variant": "?"}).groupby("variant"):
-        lab = audit[audit["variant"].fillna("?") == variant]
-        labelled = set(zip(lab["trace_id"], lab["span_id"], strict=True))
-        unl = g[[(t, s) not in labelled for t, s in zip(g["trace_id"], g["span_id"], strict=True)]]
-        row: dict[str, Any] = {
-            "variant": variant,
-            "judged": len(g),
-            "audit_labels": len(lab),
-            "judge_mean": float(g["score"].mean()),
-            "human_mean": float(lab["human_score"].mean()) if len(lab) else None,
-            "ppi_estimate": None,
-            "ppi_low": None,
-            "ppi_high": None,
-        }
-        if len(lab) >= 2 and len(unl) >= 2:
-            incl = lab["inclusion_probability"].astype(float)
-            est = ppi.ppi_mean(
-                lab["human_score"].to_numpy(float),
-                lab["judge_score"].to_numpy(float),
-                unl["score"].to_numpy(float),
-                alpha=alpha,
-                inclusion=None if incl.isna().any() else incl.to_numpy(),
-            )
-            row |= {"ppi_estimate": est.estimate, "ppi_low": est.ci_low, "ppi_high": est.ci_high}
-        out.append(row)
-    return pd.DataFrame(out)
+    """Per (rubric, judge model, ``group_by`` value) over calls started since ``since_ns``:
+    judged and audit-labelled counts, the design-weighted judge and human means, the PPI++
+    estimate of the mean human score with its (1 − alpha) interval (Angelopoulos et al. 2023)
+    and quadratic-weighted Cohen's κ — computed by :func:`judges.quality.quality_by_group`,
+    the same numbers as ``GET /api/v1/quality``. Unknown values are None.
+
+    Columns: group, rubric, judge_model, judged, audit_labels, judge_mean, human_mean,
+    ppi_estimate, ppi_low, ppi_high, kappa.
+    """
+    quality = importlib.import_module("judges.quality")
+    with engine(database_url).connect() as conn:
+        groups = quality.quality_by_group(
+            conn, tenant, group_by=group_by, since_ns=since_ns, alpha=alpha
+        )
+    return pd.DataFrame(
+        [
+            {
+                "group": "?" if q.group is None else q.group,
+                "rubric": q.rubric,
+                "judge_model": q.judge_model,
+                "judged": q.n_judged,
+                "audit_labels": q.n_labelled,
+                "judge_mean": q.judge_mean,
+                "human_mean": q.human_mean,
+                "ppi_estimate": None if q.ppi is None else q.ppi.estimate,
+                "ppi_low": None if q.ppi is None else q.ppi.ci_low,
+                "ppi_high": None if q.ppi is None else q.ppi.ci_high,
+                "kappa": q.kappa,
+            }
+            for q in groups
+        ],
+        columns=[
+            "group",
+            "rubric",
+            "judge_model",
+            "judged",
+            "audit_labels",
+            "judge_mean",
+            "human_mean",
+            "ppi_estimate",
+            "ppi_low",
+            "ppi_high",
+            "kappa",
+        ],
+    )
 
 
-def agreement(labels: pd.DataFrame) -> tuple[float | None, int, pd.DataFrame]:
-    """Quadratic-weighted Cohen's κ of judge vs human on audit labels, the number of pairs, and
-    the confusion matrix (rows human, columns judge) as a long frame ``human, judge, count``."""
+def confusion(labels: pd.DataFrame) -> tuple[int, pd.DataFrame]:
+    """Judge vs human on audit labels: the number of pairs and the confusion matrix (rows
+    human, columns judge; ``judges.agreement.confusion_matrix``) as a long frame
+    ``human, judge, count``."""
     agr = importlib.import_module("judges.agreement")
     audit = labels[labels["audit"].astype(bool)].dropna(subset=["human_score", "judge_score"])
     h = [round(float(v)) for v in audit["human_score"]]
     j = [round(float(v)) for v in audit["judge_score"]]
     if not h:
-        return None, 0, pd.DataFrame(columns=["human", "judge", "count"])
-    kappa = agr.cohen_kappa(h, j, weights="quadratic")
+        return 0, pd.DataFrame(columns=["human", "judge", "count"])
     cm = agr.confusion_matrix(h, j)
     long = [
         {"human": str(hl), "judge": str(jl), "count": cm.counts[a][b]}
         for a, hl in enumerate(cm.labels)
         for b, jl in enumerate(cm.labels)
     ]
-    value = None if kappa.kappa is None or math.isnan(kappa.kappa) else float(kappa.kappa)
-    return value, kappa.n, pd.DataFrame(long)
+    return len(h), pd.DataFrame(long)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

@@ -162,37 +162,47 @@ def review_progress(
 
 
 def latest_drift_results(
-    engine: Engine, tenant: str
+    engine: Engine, tenant: str, *, runs: int = 20
 ) -> tuple[dict[str, object] | None, pd.DataFrame]:
-    """The newest finished drift run of the tenant and its results (flagged first, then by
-    effect size); ``(None, empty)`` when no run finished."""
+    """The newest finished drift run of the tenant, and per segment the results of the newest
+    of its last ``runs`` finished runs that tested that segment (a segment label of None is
+    all traffic). Results carry ``run_id`` and ``run_started_at`` and are ordered flagged
+    first (drifted, then insufficient data, then not drifted), then by ``|effect_size|``
+    descending; ``(None, empty)`` when no run finished."""
     from collector.store.models.drift import DriftResultRow, DriftRun
 
     run_t, res_t = DriftRun.__table__, DriftResultRow.__table__
     with engine.connect() as conn:
-        run = (
+        recent = (
             conn.execute(
                 select(run_t)
                 .where(run_t.c.tenant == tenant, run_t.c.status == "ok")
                 .order_by(desc(run_t.c.started_at))
-                .limit(1)
+                .limit(runs)
             )
             .mappings()
-            .first()
+            .all()
         )
-        if run is None:
+        if not recent:
             return None, pd.DataFrame()
+        started = {r["run_id"]: r["started_at"] for r in recent}
         rows = (
             conn.execute(
                 select(res_t)
-                .where(res_t.c.tenant == tenant, res_t.c.run_id == run["run_id"])
-                .order_by(res_t.c.seq)
+                .where(res_t.c.tenant == tenant, res_t.c.run_id.in_(list(started)))
+                .order_by(res_t.c.run_id, res_t.c.seq)
             )
             .mappings()
             .all()
         )
     df = pd.DataFrame([dict(r) for r in rows])
-    if not df.empty:
-        df["flag"] = df["drifted"].map({True: 0, False: 2}).fillna(1)
-        df = df.sort_values(["flag", "effect_size"], ascending=[True, False], na_position="last")
-    return dict(run), df
+    if df.empty:
+        return dict(recent[0]), df
+    df["run_started_at"] = df["run_id"].map(started)
+    seg = df["segment"].astype("object").where(df["segment"].notna(), "")
+    newest = df.groupby(seg)["run_started_at"].transform("max")
+    df = df[df["run_started_at"] == newest].copy()
+    df["flag"] = df["drifted"].map({True: 0, False: 2}).fillna(1)
+    df["abs_effect"] = df["effect_size"].abs()
+    df = df.sort_values(["flag", "abs_effect"], ascending=[True, False], na_position="last")
+    return dict(recent[0]), df.drop(columns=["abs_effect"]).reset_index(drop=True)

@@ -26,12 +26,14 @@ from typing import Any
 import httpx
 import numpy as np
 
-from dashboard.seed_text import PROMPTS, answer_for
+from dashboard.seed_text import PROMPTS, SHIFT_PROMPTS, pick_answer
 
 SPANS_PER_POST = 400
 ROLLOUT = "support-assistant"
 BASELINE, CANDIDATE = "base", "lora-v2"
 SELF_HOSTED_MODEL = "qwen2.5-0.5b-instruct"
+#: the service whose calls the self-hosted replica serves (GPU cost is amortised over them)
+SELF_HOSTED_SERVICE = "support-gateway"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,7 @@ class SeedCall:
     service: str
     variant: str | None
     failed: bool
+    shifted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +126,17 @@ def _messages(prompt: str, answer: str | None, finish: str) -> dict[str, str]:
 Batch = dict[tuple[str, str], list[dict[str, Any]]]  # (service, scope) -> spans
 
 
-def _one_call(rng: np.random.Generator, start_ns: int, batch: Batch) -> SeedCall:
-    """Generate one call's spans into ``batch``; latencies from lognormal / uniform draws."""
+def _one_call(rng: np.random.Generator, start_ns: int, batch: Batch, shift: bool) -> SeedCall:
+    """Generate one call's spans into ``batch``; latencies from lognormal / uniform draws.
+
+    ``shift``: the call falls in the shifted period, where most support-gateway prompts are
+    pasted sync-failure logs (longer prompts, one topic, more truncated answers).
+    """
     trace_id, span_id = _hex(rng, 16), _hex(rng, 8)
     topic, prompt = PROMPTS[int(rng.integers(len(PROMPTS)))]
     in_tokens = int(rng.integers(40, 900))
+    u_answer = float(rng.random())
+    u_shift = float(rng.random())
     out_tokens = int(rng.integers(12, 380))
     ttft = float(rng.lognormal(-1.9, 0.45))
     tpot = float(rng.uniform(0.012, 0.035))
@@ -149,7 +158,11 @@ def _one_call(rng: np.random.Generator, start_ns: int, batch: Batch) -> SeedCall
             "gen_ai.response.model": f"{model}-2024-08-06" if model == "gpt-4o" else model,
             "user.id": f"user-{int(rng.integers(1, 80))}",
             "error.type": error,
-            **_messages(prompt, None if error else answer_for(topic, prompt), finish),
+            **_messages(
+                prompt,
+                None if error else pick_answer(u_answer, topic, prompt, candidate=False),
+                finish,
+            ),
         }
         if not error:
             attrs |= {
@@ -169,6 +182,11 @@ def _one_call(rng: np.random.Generator, start_ns: int, batch: Batch) -> SeedCall
         variant = CANDIDATE if rng.random() < 0.2 else BASELINE
         if variant == CANDIDATE:
             ttft *= 1.12
+        shifted = shift and u_shift < 0.7
+        if shifted:
+            topic, prompt = SHIFT_PROMPTS[int(u_shift * 10) % len(SHIFT_PROMPTS)]
+            in_tokens = int(in_tokens * 1.6 + 600)
+            finish = "length" if u_shift < 0.15 else finish
         queue = float(rng.exponential(0.012))
         prefill = max(ttft - queue, 0.004)
         decode = tpot * (out_tokens - 1)
@@ -182,14 +200,20 @@ def _one_call(rng: np.random.Generator, start_ns: int, batch: Batch) -> SeedCall
             "driftline.variant": variant,
             "user.id": f"user-{int(rng.integers(1, 80))}",
             "error.type": error,
-            **_messages(prompt, None if error else answer_for(topic, prompt), finish),
+            **_messages(
+                prompt,
+                None
+                if error
+                else pick_answer(u_answer, topic, prompt, candidate=variant == CANDIDATE),
+                finish,
+            ),
         }
         if error:
             end = start_ns + int(0.004 * 1e9)
             batch.setdefault((service, "driftline.gateway"), []).append(
                 _span(trace_id, span_id, f"chat {variant}", 3, start_ns, end, g_attrs, error=error)
             )
-            return SeedCall(trace_id, span_id, start_ns, service, variant, True)
+            return SeedCall(trace_id, span_id, start_ns, service, variant, True, shifted)
         g_attrs |= {
             "gen_ai.usage.input_tokens": in_tokens,
             "gen_ai.usage.output_tokens": out_tokens,
@@ -224,7 +248,7 @@ def _one_call(rng: np.random.Generator, start_ns: int, batch: Batch) -> SeedCall
         batch.setdefault((service, "driftline.gateway"), []).append(
             _span(trace_id, span_id, f"chat {variant}", 3, start_ns, g_end, g_attrs)
         )
-        return SeedCall(trace_id, span_id, start_ns, service, variant, False)
+        return SeedCall(trace_id, span_id, start_ns, service, variant, False, shifted)
     service = "research-agent"
     ttft *= 1.8
     e2e = ttft + tpot * 1.3 * (out_tokens - 1)
@@ -236,7 +260,7 @@ def _one_call(rng: np.random.Generator, start_ns: int, batch: Batch) -> SeedCall
         "gen_ai.usage.output_tokens": out_tokens,
         "gen_ai.response.time_to_first_chunk": ttft,
         "gen_ai.response.finish_reasons": [finish],
-        **_messages(prompt, answer_for(topic, prompt), finish),
+        **_messages(prompt, pick_answer(u_answer, topic, prompt, candidate=False), finish),
     }
     end = start_ns + int(e2e * 1e9)
     batch.setdefault((service, "opentelemetry.instrumentation.anthropic"), []).append(
@@ -298,6 +322,7 @@ def seed_calls(
     now_s: float | None = None,
     api_key: str | None = None,
     wait_s: float = 60.0,
+    shift_last_s: float = 7200.0,
 ) -> SeedResult:
     """Send ``n_calls`` calls spread uniformly over the ``hours`` before ``now_s``, plus feedback.
 
@@ -307,15 +332,20 @@ def seed_calls(
         rng: the only source of randomness.
         api_key: ``dl_...`` key with the ``ingest`` role (None for a ``--dev`` collector).
         wait_s: how long to wait, in seconds, for the writer to store the calls.
+        shift_last_s: in the last ``shift_last_s`` seconds before ``now_s`` 70 % of the
+            support-gateway prompts are pasted sync-failure logs (a topic shift with longer
+            prompts and more truncated answers: what the seeded drift run flags); 0 disables it.
 
     Raises:
-        ValueError: ``n_calls`` < 1 or ``hours`` not positive.
+        ValueError: ``n_calls`` < 1, ``hours`` not positive or ``shift_last_s`` negative.
         RuntimeError: the collector refused a request or did not store the calls in ``wait_s``.
     """
     if n_calls < 1:
         raise ValueError("n_calls must be at least 1")
     if not hours > 0:
         raise ValueError("hours must be positive")
+    if shift_last_s < 0:
+        raise ValueError("shift_last_s must not be negative")
     now = time.time() if now_s is None else now_s
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     starts = np.sort(rng.uniform(now - hours * 3600.0, now - 60.0, size=n_calls))
@@ -323,7 +353,7 @@ def seed_calls(
     batch: Batch = {}
     last_ids: list[str] = []
     for i, start in enumerate(starts):
-        calls.append(_one_call(rng, int(start * 1e9), batch))
+        calls.append(_one_call(rng, int(start * 1e9), batch, start >= now - shift_last_s))
         if sum(len(v) for v in batch.values()) >= SPANS_PER_POST or i == n_calls - 1:
             _post(client, "/v1/traces", _payload(batch), headers)
             last_ids.append(calls[-1].trace_id)

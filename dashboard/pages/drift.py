@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data_quality, ui
 
-ctx = ui.page_context("Drift", "Reference window vs current window per signal × segment.")
+ctx = ui.page_context(
+    "Drift",
+    "Reference window vs current window per signal × segment (newest run of each segment). "
+    "Effect sizes: normalised Wasserstein distance (numbers), Jensen–Shannon distance "
+    "(categories), rate difference (proportions).",
+)
 if not data_quality.drift_ready(ctx.database_url):
     ui.no_data("drift runs", "The drift monitor has not been installed / migrated yet.")
     st.stop()
@@ -15,16 +21,58 @@ run, results = data_quality.latest_drift(ctx.database_url, ctx.tenant)
 if run is None or results.empty:
     ui.no_data("drift runs", "No drift run has finished for this tenant (`driftline drift run`).")
     st.stop()
-c = st.columns(4)
-c[0].metric("Signals drifted", f"{run['n_drifted'] or 0} / {run['n_evaluated'] or 0}")
-c[1].metric("Drift share", ui.fmt(run["drift_share"], "%"))
-c[2].metric("Reference calls", run["n_reference_calls"] or "–")
-c[3].metric("Current calls", run["n_current_calls"] or "–")
-st.caption(f"Run {run['run_id']} started {run['started_at']} ({run['reference_kind']} reference)")
 results = results.assign(
     verdict=results["drifted"].map({True: "DRIFTED", False: "ok"}).fillna("insufficient data"),
     segment=results["segment"].fillna("all traffic"),
 )
+flagged = results[results["verdict"] == "DRIFTED"]
+c = st.columns(4)
+c[0].metric(
+    "Signals drifted", f"{len(flagged)} / {int((results['verdict'] != 'insufficient data').sum())}"
+)
+c[1].metric("Segments", results["segment"].nunique())
+c[2].metric("Reference calls", run["n_reference_calls"] or "–")
+c[3].metric("Current calls", run["n_current_calls"] or "–")
+
+
+def _when(ns: object) -> str:
+    return (
+        "?"
+        if ns is None
+        else pd.Timestamp(int(str(ns)), unit="ns", tz="UTC").strftime("%m-%d %H:%M")
+    )
+
+
+st.caption(
+    f"Newest run {run['run_id']} started {pd.Timestamp(run['started_at']):%Y-%m-%d %H:%M} UTC · "
+    f"{run['reference_kind']} reference {_when(run['reference_start_unix_nano'])} → "
+    f"{_when(run['reference_end_unix_nano'])}, current {_when(run['current_start_unix_nano'])} → "
+    f"{_when(run['current_end_unix_nano'])} UTC · FDR q = {run['fdr_q']}"
+)
+
+st.subheader("Segments")
+segments = (
+    results.groupby("segment", sort=False)
+    .agg(
+        run_started_at=("run_started_at", "max"),
+        evaluated=("verdict", lambda v: int((v != "insufficient data").sum())),
+        drifted=("verdict", lambda v: int((v == "DRIFTED").sum())),
+    )
+    .reset_index()
+    .sort_values("drifted", ascending=False, kind="stable")
+)
+names = flagged.groupby("segment")["signal"].agg(", ".join)
+segments["drifted_signals"] = segments["segment"].map(names).fillna("–")
+st.dataframe(segments, hide_index=True)
+
+st.subheader("Signals (flagged first)")
+if flagged.empty:
+    st.success("No signal drifted in the newest run of any segment.")
+else:
+    st.warning(
+        "Drifted: " + "; ".join(f"**{r.signal}** in {r.segment}" for r in flagged.itertuples()),
+        icon=":material/warning:",
+    )
 st.dataframe(
     results[
         [
@@ -36,23 +84,30 @@ st.dataframe(
             "effect_kind",
             "pvalue",
             "adjusted_pvalue",
-            "threshold",
             "n_reference",
             "n_current",
         ]
     ],
     hide_index=True,
-    column_config={"pvalue": st.column_config.NumberColumn("p-value", format="%.2e")},
+    column_config={
+        "effect_size": st.column_config.NumberColumn("effect size", format="%.3f"),
+        "pvalue": st.column_config.NumberColumn("p-value", format="%.2e"),
+        "adjusted_pvalue": st.column_config.NumberColumn("BH-adjusted p", format="%.2e"),
+    },
 )
-flagged = results.dropna(subset=["effect_size"])
-if not flagged.empty:
+sized = results.dropna(subset=["effect_size"])
+sized = sized[sized["verdict"] != "insufficient data"]
+if not sized.empty:
+    st.markdown("**Effect sizes of the tested signals**")
     charts.show(
-        alt.Chart(flagged.assign(name=flagged["signal"] + " · " + flagged["segment"]))
+        alt.Chart(sized.assign(name=sized["signal"] + " · " + sized["segment"]))
         .mark_bar()
         .encode(
             x=alt.X("effect_size:Q", title="effect size (see effect kind)"),
             y=alt.Y("name:N", sort="-x", title=None),
-            color=alt.Color("verdict:N"),
+            color=alt.Color(
+                "verdict:N", scale=alt.Scale(domain=["DRIFTED", "ok"], range=["#d62728", "#9ecae1"])
+            ),
             tooltip=[
                 "signal",
                 "segment",
@@ -61,19 +116,29 @@ if not flagged.empty:
             ],
         )
     )
+
+st.subheader("Reference vs current")
 options = {f"{r.verdict} · {r.signal} · {r.segment}": r for r in results.itertuples()}
 pick = st.selectbox("Histogram of", list(options), key="drift_pick")
-hist = data_quality.histogram_frame(options[pick].histogram)
+chosen = options[pick]
+hist = data_quality.histogram_frame(chosen.histogram)
 if hist.empty:
     st.caption("No histogram for this signal (embeddings or an empty window).")
 else:
+    st.caption(
+        f"{chosen.signal} · {chosen.segment}: {chosen.method} test, effect size "
+        f"{ui.fmt(chosen.effect_size, '', 3)} ({chosen.effect_kind}), p = "
+        f"{'–' if pd.isna(chosen.pvalue) else f'{chosen.pvalue:.2e}'}, "
+        f"n = {chosen.n_reference} reference / {chosen.n_current} current"
+    )
     charts.show(
         alt.Chart(hist)
-        .mark_bar(opacity=0.8)
+        .mark_bar(opacity=0.85)
         .encode(
-            x=alt.X("bin:N", sort=None, title=f"{options[pick].signal} (bin)"),
+            x=alt.X("bin:N", sort=None, title=f"{chosen.signal} (bin)"),
             y=alt.Y("share:Q", title="share of window", axis=alt.Axis(format="%")),
-            color="window:N",
-            xOffset="window:N",
+            color=alt.Color("window:N", sort=["reference", "current"]),
+            xOffset=alt.XOffset("window:N", sort=["reference", "current"]),
+            tooltip=["window", "bin", alt.Tooltip("share:Q", format=".1%")],
         )
     )

@@ -44,22 +44,55 @@ else:
                 stroke_dash="source",
             )
         )
-        est = data_quality.quality_estimates(scores, labels)
-        st.markdown("**PPI++ estimate of the human score per variant (90 % interval)**")
-        st.dataframe(est, hide_index=True)
-        ok = est.dropna(subset=["ppi_estimate"])
+        est = data_quality.quality_estimates(ctx.database_url, ctx.tenant, ctx.since_ns)
+        st.markdown(
+            "**PPI++ estimate of the mean human score per variant (90 % interval)** — judge "
+            "scores of every judged call, rectified by the human labels of the audit sample"
+        )
+        st.dataframe(
+            est.rename(columns={"group": "variant"}),
+            hide_index=True,
+            column_config={
+                c: st.column_config.NumberColumn(c, format="%.2f")
+                for c in ("judge_mean", "human_mean", "ppi_estimate", "ppi_low", "ppi_high")
+            }
+            | {"kappa": st.column_config.NumberColumn("κ", format="%.3f")},
+        )
+        ok = est.dropna(subset=["ppi_estimate"]).rename(columns={"group": "variant"})
         if not ok.empty:
             base = alt.Chart(ok).encode(y=alt.Y("variant:N", title=None))
             charts.show(
-                base.mark_rule().encode(
-                    x=alt.X("ppi_low:Q", title="estimated mean human score (rubric scale)"),
+                base.mark_rule(strokeWidth=3).encode(
+                    x=alt.X(
+                        "ppi_low:Q",
+                        title="estimated mean human score (rubric scale)",
+                        scale=alt.Scale(zero=False),
+                    ),
                     x2="ppi_high:Q",
                 )
-                + base.mark_point(filled=True, size=80).encode(x="ppi_estimate:Q")
+                + base.mark_point(filled=True, size=90).encode(
+                    x="ppi_estimate:Q",
+                    tooltip=[
+                        "variant",
+                        alt.Tooltip("ppi_estimate:Q", format=".2f"),
+                        alt.Tooltip("ppi_low:Q", format=".2f"),
+                        alt.Tooltip("ppi_high:Q", format=".2f"),
+                        "audit_labels",
+                        "judged",
+                    ],
+                )
+                + base.mark_tick(color="gray", thickness=2).encode(x="judge_mean:Q")
             )
-        kappa, n, cm = data_quality.agreement(labels)
+            st.caption("Dot and bar: PPI++ estimate and interval; grey tick: judge-only mean.")
+        overall = data_quality.quality_estimates(
+            ctx.database_url, ctx.tenant, ctx.since_ns, group_by="none"
+        )
+        n, cm = data_quality.confusion(labels)
         k1, k2 = st.columns([1, 2])
-        k1.metric("Judge vs human κ (quadratic)", "–" if kappa is None else f"{kappa:.3f}")
+        kappas = overall["kappa"].dropna()
+        k1.metric(
+            "Judge vs human κ (quadratic)", "–" if len(kappas) != 1 else f"{kappas.iloc[0]:.3f}"
+        )
         k1.caption(f"{n} audit items with both a judge score and a human label")
         if n:
             with k2:
@@ -68,11 +101,11 @@ else:
                     .mark_rect()
                     .encode(
                         x=alt.X("judge:O", title="judge score"),
-                        y=alt.Y("human:O", title="human score"),
+                        y=alt.Y("human:O", title="human score", sort="descending"),
                         color=alt.Color("count:Q", title="items"),
                         tooltip=["human", "judge", "count"],
                     )
-                    .properties(height=220)
+                    .properties(height=220, title="Confusion matrix (audit items)")
                 )
 
 st.subheader("User feedback per variant (events per 100 calls)")

@@ -1,14 +1,18 @@
-"""Review queue: one sample at a time, judge verdict hidden until labelled; keys 1–5, s, n."""
+"""Review queue: one sample at a time, judge verdict hidden until labelled; keys 1–5 label,
+S skips (Streamlit button shortcuts, ignored while typing in the comment box)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import data_quality, ui
 
 ctx = ui.page_context(
     "Review queue",
-    "Label the answer on the rubric. Keyboard: Tab to a score button, Enter/Space to press.",
+    "Label the answer on the rubric; the judge's verdict is shown only after you label. "
+    "Keyboard: press 1–5 to give that score, S to skip (not while typing a comment); "
+    "or Tab to a button and press Enter / Space.",
 )
 if not data_quality.review_ready(ctx.database_url):
     ui.no_data("review queue", "The judges review queue has not been installed / migrated yet.")
@@ -26,58 +30,66 @@ st.progress(
 )
 last = st.session_state.get("review_last")
 if last:
-    st.success(last["message"])
-    if last.get("judge") is not None:
-        with st.expander("Judge verdict on the sample you just labelled", expanded=True):
-            st.write(last["judge"])
+    st.success(last["message"], icon=":material/check_circle:")
+    if last.get("judge"):
+        st.markdown("**Judge verdict on the sample you just labelled**")
+        st.dataframe(pd.DataFrame(last["judge"]), hide_index=True)
 
 maybe_task = data_quality.next_review(ctx.database_url, ctx.tenant, reviewer)
 if maybe_task is None:
     st.info("The queue is empty. 🎉")
     st.stop()
 task = maybe_task
-meta = f"rubric **{task.rubric.name}** · model {task.model or '?'} · variant {task.variant or '-'}"
-st.caption(meta + (" · audit sample" if task.audit else f" · {task.reason}"))
+why = "audit sample (uniformly drawn)" if task.audit else f"{task.reason.replace('_', ' ')} item"
+st.caption(
+    f"Item {task.id} · rubric **{task.rubric.name}** · model {task.model or '?'} · "
+    f"variant {task.variant or '-'} · {why}"
+)
 left, right = st.columns(2)
 left.markdown("**Prompt**")
 left.text(task.prompt or "(prompt not captured)")
 right.markdown("**Answer**")
 right.text(task.answer or "(answer not captured)")
-with st.expander("Rubric", expanded=False):
-    st.write(getattr(task.rubric, "description", "") or task.rubric.name)
+levels = task.rubric.scale.levels
+names = {int(lv.score): lv.label.replace("_", " ") for lv in levels}
+with st.expander(f"Rubric: {task.rubric.name} — {task.rubric.description}", expanded=False):
+    st.markdown("\n".join(f"- **{lv.score}** {names[lv.score]}: {lv.description}" for lv in levels))
 comment = st.text_input("Comment (optional)", key=f"review_comment_{task.id}")
-levels = [lv for lv in task.rubric.scale.levels] if hasattr(task.rubric.scale, "levels") else []
-scores = [int(lv.score) for lv in levels] if levels else [1, 2, 3, 4, 5]
-names = {int(lv.score): getattr(lv, "label", str(lv.score)) for lv in levels}
 
 
 def _submit(score: int | None, skip: bool) -> None:
     stored = data_quality.submit_review(
         ctx.database_url, ctx.tenant, task.id, reviewer, score=score, comment=comment, skip=skip
     )
-    judge = None
-    if not skip:
-        detail = data_quality.judge_verdict(
-            ctx.database_url, ctx.tenant, task.trace_id, task.span_id
-        )
-        judge = detail
-    st.session_state["review_last"] = {
-        "message": f"Item {task.id}: skipped"
+    verdict = (
+        []
         if skip
-        else f"Item {task.id}: labelled {stored.label or score}",
-        "judge": judge,
-    }
+        else data_quality.judge_verdict(ctx.database_url, ctx.tenant, task.trace_id, task.span_id)
+    )
+    message = (
+        f"Item {task.id}: skipped"
+        if skip
+        else f"Item {task.id}: labelled {score} ({stored.label or names.get(score or 0, '')})"
+    )
+    st.session_state["review_last"] = {"message": message, "judge": verdict}
 
 
-buttons = st.columns(len(scores) + 1)
-for col, sc in zip(buttons, scores, strict=False):
+buttons = st.columns(len(levels) + 1)
+for col, lv in zip(buttons, levels, strict=False):
     col.button(
-        f"{sc} · {names.get(sc, '')}".strip(" ·"),
-        key=f"review_score_{task.id}_{sc}",
+        f"{lv.score} · {names[lv.score]}",
+        key=f"review_score_{task.id}_{lv.score}",
         on_click=_submit,
-        args=(sc, False),
+        args=(int(lv.score), False),
         width="stretch",
+        shortcut=str(lv.score) if 0 <= lv.score <= 9 else None,
+        help=lv.description,
     )
 buttons[-1].button(
-    "Skip", key=f"review_skip_{task.id}", on_click=_submit, args=(None, True), width="stretch"
+    "Skip",
+    key=f"review_skip_{task.id}",
+    on_click=_submit,
+    args=(None, True),
+    width="stretch",
+    shortcut="S",
 )

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sqlalchemy import select
 from streamlit.testing.v1 import AppTest
 
-from dashboard.seed_demo import DemoSeed
+from collector.background import HOUR_NS
+from collector.store.engine import make_engine
+from collector.store.models.judges import HumanLabel, ReviewItem
+from dashboard.seed import SELF_HOSTED_SERVICE
+from dashboard.seed_demo import GPU_USD_PER_HOUR, DemoSeed
+from judges.agreement import cohen_kappa
 from tests.dashboard.conftest import APP, N_CALLS
 
 PAGES = ("overview", "latency", "cost", "quality", "review", "drift", "canary", "alerts", "calls")
@@ -38,6 +44,24 @@ def charts(at: AppTest) -> int:
     return len(at.get("vega_lite_chart"))
 
 
+def expected_gpu_usd(seed: DemoSeed) -> float:
+    """USD the amortisation spreads: each clock hour with a stored self-hosted call costs
+    GPU_USD_PER_HOUR times the share of the hour elapsed at seeding time."""
+    now_ns = int(seed.now_s * 1e9)
+    hours = {
+        c.start_unix_nano // HOUR_NS * HOUR_NS
+        for c in seed.calls.calls
+        if c.service == SELF_HOSTED_SERVICE and not c.failed
+    }
+    return sum(GPU_USD_PER_HOUR * min(1.0, (now_ns - h) / HOUR_NS) for h in hours)
+
+
+def page_text(at: AppTest) -> str:
+    """Every markdown, caption, text and alert string of the page."""
+    kinds = ("markdown", "caption", "text", "success", "info", "warning", "error")
+    return "\n".join(str(getattr(e, "value", "")) for kind in kinds for e in at.get(kind))
+
+
 def check_page(at: AppTest, page: str, seed: DemoSeed) -> None:
     """Page-specific checks that real numbers from the seed appear."""
     sent = seed.calls.calls
@@ -58,11 +82,35 @@ def check_page(at: AppTest, page: str, seed: DemoSeed) -> None:
         assert metric(at, "Unpriced calls") == str(gateway)
         assert metric(at, "Priced").startswith("$")
         assert float(metric(at, "Priced")[1:]) > 0
+        assert seed.gpu_costed_calls == sum(
+            c.service == SELF_HOSTED_SERVICE and not c.failed for c in sent
+        )
+        gpu = float(metric(at, "GPU-amortised").lstrip("$").replace(",", ""))
+        assert gpu == pytest.approx(expected_gpu_usd(seed), abs=1e-4)
     elif page == "quality":
+        assert seed.judges is not None
         frames = [d.value for d in at.dataframe]
         rates = next(f for f in frames if "thumbs_up_per_100_calls" in f.columns)
         assert set(rates["variant"]) >= {"base", "lora-v2"}
         assert (rates["thumbs_up_per_100_calls"] > 0).all()
+        est = next(f for f in frames if "ppi_estimate" in f.columns).set_index("variant")
+        assert est["judged"].sum() == seed.judges.report.judged
+        labels = seed.judges.audit_labels
+        assert est["audit_labels"].sum() == len(labels)
+        for variant in ("base", "lora-v2"):
+            row = est.loc[variant]
+            assert row["ppi_low"] <= row["ppi_estimate"] <= row["ppi_high"]
+            assert 1.0 <= row["ppi_estimate"] <= 5.0
+        kappa = cohen_kappa(
+            [h.human_score for h in labels],
+            [round(h.judge_score) for h in labels],
+            weights="quadratic",
+            labels=(1, 2, 3, 4, 5),
+        ).statistic
+        assert kappa is not None
+        assert metric(at, "Judge vs human κ (quadratic)") == f"{kappa:.3f}"
+        assert 0.0 < kappa < 1.0  # the reviewers disagree with the judge now and then
+        assert charts(at) >= 4  # scores over time, PPI intervals, confusion matrix, feedback
     elif page == "canary":
         assert metric(at, "Status") == "running"
         assert metric(at, "Weights") == "80 % / 20 %"
@@ -78,9 +126,40 @@ def check_page(at: AppTest, page: str, seed: DemoSeed) -> None:
         assert len(table) == 50
         assert metric(at, "TTFT").endswith("ms")
         assert at.tabs
-    elif page in ("review", "drift"):
-        # subsystems without seeded data: a clear empty state, never a crash
-        assert at.info, f"{page} shows neither data nor an empty state"
+    elif page == "review":
+        assert seed.judges is not None and seed.judges.open_items > 0
+        text = page_text(at)
+        assert "rubric **helpfulness**" in text
+        progress = [str(getattr(p, "text", "")) for p in at.get("progress")]
+        assert any(t.startswith("Today: 0 labelled") for t in progress), progress
+        assert "reviewer grade" not in text  # the judge's verdict stays hidden until labelled
+        assert not at.dataframe
+        buttons = [b.label for b in at.button if str(b.key).startswith("review_")]
+        assert buttons == [
+            "1 · unhelpful",
+            "2 · barely helpful",
+            "3 · partly helpful",
+            "4 · helpful",
+            "5 · very helpful",
+            "Skip",
+        ]
+    elif page == "drift":
+        run = seed.drift
+        assert run is not None and run.status == "ok" and run.n_drifted >= 1
+        assert metric(at, "Signals drifted") == f"{run.n_drifted} / {run.n_evaluated}"
+        table = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
+        flagged = table[table["verdict"] == "DRIFTED"]
+        assert len(flagged) == run.n_drifted
+        assert (table["verdict"].iloc[: len(flagged)] == "DRIFTED").all()  # flagged first
+        assert set(zip(flagged["signal"], flagged["segment"], strict=True)) == {
+            (signal, segment or "all traffic") for signal, segment in run.drifted
+        }
+        assert "input_tokens" in set(flagged["signal"])  # the pasted-log prompts
+        assert (flagged["effect_size"] > 0).all()
+        assert charts(at) == 2  # effect sizes, reference vs current histogram
+        assert str(at.selectbox(key="drift_pick").value).startswith("DRIFTED · ")
+        segments = next(d.value for d in at.dataframe if "drifted_signals" in d.value.columns)
+        assert segments["drifted"].sum() == run.n_drifted
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -113,3 +192,42 @@ def test_latency_percentiles_match_numpy(
     ttft = [c["ttft_s"] for c in items if c["ttft_s"] is not None]
     at = open_page(monkeypatch, url, "overview")
     assert metric(at, "TTFT p50") == f"{np.percentile(ttft, 50) * 1000:,.0f} ms"
+
+
+def test_review_page_labels_a_sample(
+    seeded_sqlite: tuple[str, DemoSeed], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clicking a rubric button stores the human label of the shown item, then reveals the
+    judge's verdict on it."""
+    url, _ = seeded_sqlite
+    at = open_page(monkeypatch, url, "review")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            held = conn.execute(
+                select(ReviewItem.id, ReviewItem.status).where(
+                    ReviewItem.lease_owner == "dashboard-dev", ReviewItem.status == "claimed"
+                )
+            ).all()
+        assert len(held) == 1
+        item_id = held[0].id
+        assert f"Item {item_id} · rubric" in page_text(at)
+        at.button(key=f"review_score_{item_id}_4").click()
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        with engine.connect() as conn:
+            item = conn.execute(select(ReviewItem).where(ReviewItem.id == item_id)).one()
+            labels = conn.execute(
+                select(HumanLabel).where(HumanLabel.review_item_id == item_id)
+            ).all()
+    finally:
+        engine.dispose()
+    assert item.status == "labelled"
+    assert [(h.reviewer, h.score, h.label, h.skipped) for h in labels] == [
+        ("dashboard-dev", 4.0, "helpful", False)
+    ]
+    assert f"Item {item_id}: labelled 4 (helpful)" in [s.value for s in at.success]
+    verdict = at.dataframe[0].value
+    assert list(verdict["rubric_name"]) == ["helpfulness"]
+    assert verdict["explanation"].iloc[0].startswith("reviewer grade")
+    assert f"Item {item_id} · rubric" not in page_text(at)  # the next item is shown
