@@ -9,7 +9,6 @@ emits one ``drift_detected`` event to the alerts subsystem (:func:`emit_drift_ev
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import logging
 import math
 import time
@@ -189,35 +188,46 @@ def _result_row(
     }
 
 
-def emit_drift_events(engine: Engine, tenant: str, run_id: str, rows: list[dict[str, Any]]) -> int:
-    """The single call site into alerting: one ``drift_detected`` event per drifted result.
+def emit_drift_events(
+    engine: Engine,
+    tenant: str,
+    run_id: str,
+    rows: list[dict[str, Any]],
+    previously: set[tuple[str, str | None]],
+) -> int:
+    """The single call site into alerting (:func:`collector.alerts.events.emit_event`).
 
-    Calls ``collector.alerts.emit_event(engine, tenant, kind="drift_detected", labels=...,
-    annotations=..., value=...)`` when the alerts subsystem provides it; otherwise logs and
-    returns 0. Returns the number of events emitted.
+    One ``drift_detected`` event per drifted result (labels ``signal``, ``segment``; value =
+    the effect size, else the statistic), and a ``resolved`` one for each (signal, segment)
+    that drifted in the previous run and is now evaluated without drift. Returns the number of
+    events emitted.
     """
-    try:
-        emit = importlib.import_module("collector.alerts").emit_event
-    except (ImportError, AttributeError):
-        log.warning("drift: collector.alerts.emit_event is not available; no alert events")
-        return 0
+    from collector.alerts.events import emit_event
+
     n = 0
     for row in rows:
-        if row["drifted"] is not True:
+        key = (row["signal"], row["segment"])
+        if row["drifted"] is True:
+            resolved = False
+        elif row["drifted"] is False and key in previously:
+            resolved = True
+        else:
             continue
-        emit(
+        value = row["effect_size"] if row["effect_size"] is not None else row["statistic"]
+        emit_event(
             engine,
             tenant,
-            kind="drift_detected",
+            "drift_detected",
             labels={"signal": row["signal"], "segment": row["segment"] or "all"},
             annotations={
                 "run_id": run_id,
                 "method": row["method"],
-                "effect_kind": row["effect_kind"],
+                "effect_kind": row["effect_kind"] or "",
                 "summary": f"{row['signal']} drifted ({row['method']}) in "
                 f"{row['segment'] or 'all traffic'}",
             },
-            value=row["effect_size"] if row["effect_size"] is not None else row["statistic"],
+            value=value,
+            resolved=resolved,
         )
         n += 1
     return n
@@ -315,8 +325,11 @@ def run_drift(
                 "skipped": ex.skipped,
             },
         )
-    if settings.alert and report.n_drifted:
-        emit_drift_events(engine, tenant, run_id, rows)
+    if settings.alert:
+        with engine.connect() as conn:
+            previously = driftqueries.previously_drifted(conn, tenant, run_id)
+        if report.n_drifted or previously:
+            emit_drift_events(engine, tenant, run_id, rows, previously)
     drifted = tuple((r.signal, r.segment) for r in report.results if r.drifted)
     return RunSummary(
         run_id, tenant, "ok", len(rows), report.n_evaluated, report.n_drifted, drifted,

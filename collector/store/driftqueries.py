@@ -129,3 +129,21 @@ def get_run(
     out = run_to_dict(dict(row))
     out["results"] = results
     return out
+
+
+def previously_drifted(conn: Connection, tenant: str, run_id: str) -> set[tuple[str, str | None]]:
+    """(signal, segment) pairs that drifted in the tenant's latest ``ok`` run before ``run_id``."""
+    prev = conn.execute(
+        select(RUNS.c.run_id)
+        .where(RUNS.c.tenant == tenant, RUNS.c.status == "ok", RUNS.c.run_id != run_id)
+        .order_by(RUNS.c.started_at.desc())
+        .limit(1)
+    ).scalar()
+    if prev is None:
+        return set()
+    rows = conn.execute(
+        select(RESULTS.c.signal, RESULTS.c.segment).where(
+            RESULTS.c.tenant == tenant, RESULTS.c.run_id == prev, RESULTS.c.drifted.is_(True)
+        )
+    )
+    return {(r.signal, r.segment) for r in rows}

@@ -195,7 +195,28 @@ def test_topic_shift_flags_input_length_and_embeddings_and_stationary_does_not(
     assert thumbs["insufficient_data"] is True and thumbs["drifted"] is None
     assert thumbs["n_reference_null"] == stored[0]
 
+    # each drifted result became one drift_detected event for the alert rules
+    from sqlalchemy import select
+
+    from collector.alerts.events import AlertEventRow
+
+    engine = client.app.state.driftline.engine  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        events = conn.execute(
+            select(AlertEventRow.labels, AlertEventRow.resolved).where(
+                AlertEventRow.kind == "drift_detected"
+            )
+        ).all()
+    drifted = {r["signal"] for r in shifted["results"] if r["drifted"]}
+    assert sorted(e.labels["signal"] for e in events) == sorted(drifted)
+    assert not any(e.resolved for e in events)
+
     stationary = _run(client, base, 1, seed=1)
+    with engine.connect() as conn:  # the drift cleared: resolved events for the same labels
+        resolved = conn.execute(
+            select(AlertEventRow.labels).where(AlertEventRow.resolved.is_(True))
+        ).all()
+    assert sorted(e.labels["signal"] for e in resolved) == sorted(drifted)
     assert stationary["status"] == "ok" and stationary["n_drifted"] == 0
     assert _result(stationary, "input_tokens")["drifted"] is False
 
