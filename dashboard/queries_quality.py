@@ -17,7 +17,8 @@ from collector.store.models import LLMCall
 def judge_scores_frame(engine: Engine, tenant: str, since: dt.datetime) -> pd.DataFrame:
     """Successful judge results since ``since`` with the judged call's model and variant.
 
-    Columns: created_at, rubric, judge_model, score, label, model, variant, trace_id, span_id.
+    Columns: created_at, rubric, judge_model, score, label, model, variant, trace_id, span_id,
+    call_start_unix_nano (when the judged call started; None when the call is gone).
     """
     from collector.store.models.judges import JudgeResultRow
 
@@ -33,6 +34,7 @@ def judge_scores_frame(engine: Engine, tenant: str, since: dt.datetime) -> pd.Da
             c.c.variant,
             j.c.trace_id,
             j.c.span_id,
+            c.c.start_unix_nano,
         )
         .select_from(
             j.outerjoin(
@@ -61,6 +63,7 @@ def judge_scores_frame(engine: Engine, tenant: str, since: dt.datetime) -> pd.Da
             "variant",
             "trace_id",
             "span_id",
+            "call_start_unix_nano",
         ],
     )
 
@@ -69,7 +72,8 @@ def human_labels_frame(engine: Engine, tenant: str, since: dt.datetime) -> pd.Da
     """Human labels (not skips) since ``since`` with the item's judge score and the call's variant.
 
     Columns: created_at, reviewer, rubric, audit, inclusion_probability, human_score,
-    human_label, judge_score, judge_label, variant, comment, trace_id, span_id.
+    human_label, judge_score, judge_label, variant, comment, trace_id, span_id,
+    call_start_unix_nano.
     """
     from collector.store.models.judges import HumanLabel, JudgeResultRow, ReviewItem
 
@@ -96,6 +100,7 @@ def human_labels_frame(engine: Engine, tenant: str, since: dt.datetime) -> pd.Da
             h.c.comment,
             r.c.trace_id,
             r.c.span_id,
+            c.c.start_unix_nano,
         )
         .select_from(
             h.join(r, r.c.id == h.c.review_item_id)
@@ -131,6 +136,7 @@ def human_labels_frame(engine: Engine, tenant: str, since: dt.datetime) -> pd.Da
             "comment",
             "trace_id",
             "span_id",
+            "call_start_unix_nano",
         ],
     )
 

@@ -12,6 +12,7 @@ ctx = ui.page_context("Quality", "Judge scores, human audit labels and user feed
 bucket = stats.bucket_size_s(ctx.window_s, max_buckets=24)
 
 st.subheader("Judge scores and human labels over time")
+st.caption("Mean score of the calls started in each interval (by call time, not judging time).")
 if not data_quality.judges_ready(ctx.database_url):
     ui.no_data("judge scores", "The judges subsystem has not been installed / migrated yet.")
 else:
@@ -21,17 +22,18 @@ else:
         ui.no_data("judge scores", "No call has been judged in this window.")
     else:
         s = scores.assign(
-            start_unix_nano=pd.to_datetime(scores["created_at"], utc=True).astype("int64"),
+            start_unix_nano=scores["call_start_unix_nano"],
             source="judge",
             variant=scores["variant"].fillna("?"),
         )
         h = labels.assign(
-            start_unix_nano=pd.to_datetime(labels["created_at"], utc=True).astype("int64"),
+            start_unix_nano=labels["call_start_unix_nano"],
             source="human",
             score=labels["human_score"],
             variant=labels["variant"].fillna("?"),
         )
-        both = pd.concat([s, h], ignore_index=True)
+        both = pd.concat([s, h], ignore_index=True).dropna(subset=["start_unix_nano"])
+        both["start_unix_nano"] = both["start_unix_nano"].astype("int64")
         both = stats.with_bucket(both, bucket)
         mean = both.groupby(["bucket", "variant", "source"], as_index=False)["score"].mean()
         charts.show(

@@ -1,11 +1,13 @@
 """Start ``driftline dashboard --dev`` on a seeded store and open every page in headless
 Chromium (selenium); screenshots go to test-artifacts/dashboard/. Any Streamlit exception box
-fails the test.
+fails the test. On the Review page a sample is labelled end to end: the judge's verdict is
+absent before, a rubric button is clicked, the label is read back from the database.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,15 +16,23 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from sqlalchemy import select
 
+from collector.store.engine import make_engine
+from collector.store.models.judges import HumanLabel, ReviewItem
 from dashboard.app import PAGES
 from dashboard.seed_demo import DemoSeed
 from tests.conftest import REPO, free_port
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = REPO / "test-artifacts" / "dashboard"
-#: pages whose subsystem the demo seed does not fill yet (judges review queue, drift runs)
-UNSEEDED = {"review.py", "drift.py"}
+#: text each page shows only when its seeded data is there
+SEEDED_TEXT = {
+    "review.py": "rubric helpfulness",
+    "drift.py": "DRIFTED",
+    "quality.py": "Judge vs human κ",
+    "canary.py": "running",
+}
 
 
 def chromium() -> tuple[str, str]:
@@ -114,7 +124,57 @@ def test_page_in_chromium(dashboard_url: str, browser: object, file: str, title:
     browser.save_screenshot(str(ARTIFACTS / f"{file.removesuffix('.py')}.png"))  # type: ignore[attr-defined]
     assert not boxes, [b.text for b in boxes]
     text = browser.find_element(By.CSS_SELECTOR, "section.main, [data-testid='stMain']").text  # type: ignore[attr-defined]
-    if file in UNSEEDED:
-        assert "No " in text or "empty" in text, f"{title}: neither data nor an empty state"
-    else:
-        assert any(ch.isdigit() for ch in text), f"no number on {title}"
+    assert any(ch.isdigit() for ch in text), f"no number on {title}"
+    assert "No " not in text.split("\n")[0]
+    if file in SEEDED_TEXT:
+        assert SEEDED_TEXT[file] in text, f"{title}: {SEEDED_TEXT[file]!r} not shown"
+    if file == "review.py":
+        assert "reviewer grade" not in text  # the judge's verdict is hidden before labelling
+
+
+def test_review_labels_a_sample_in_chromium(
+    dashboard_url: str, browser: object, seeded_sqlite: tuple[str, DemoSeed]
+) -> None:
+    """Open the Review page, click "4 · helpful", and find that label in the database."""
+    from selenium.webdriver.common.by import By
+
+    url, _ = seeded_sqlite
+    browser.get(f"{dashboard_url}/review")  # type: ignore[attr-defined]
+    wait_rendered(browser, "Review queue")
+    main = "section.main, [data-testid='stMain']"
+    text = browser.find_element(By.CSS_SELECTOR, main).text  # type: ignore[attr-defined]
+    assert "reviewer grade" not in text and "Judge verdict" not in text
+    shown = re.search(r"Item (\d+) · rubric", text)
+    assert shown, text
+    item_id = int(shown.group(1))
+    buttons = browser.find_elements(By.CSS_SELECTOR, "button")  # type: ignore[attr-defined]
+    matching = [b for b in buttons if b.text.strip().startswith("4 · helpful")]
+    assert len(matching) == 1, [b.text for b in buttons]
+    button = matching[0]
+    button.click()
+    done = f"Item {item_id}: labelled 4 (helpful)"
+    deadline = time.monotonic() + 60
+    while done not in browser.find_element(By.CSS_SELECTOR, main).text:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, f"{done!r} never shown"
+        time.sleep(0.3)
+    wait_rendered(browser, "Review queue")
+    text = browser.find_element(By.CSS_SELECTOR, main).text  # type: ignore[attr-defined]
+    browser.save_screenshot(str(ARTIFACTS / "review-labelled.png"))  # type: ignore[attr-defined]
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')  # type: ignore[attr-defined]
+    assert "Judge verdict on the sample you just labelled" in text
+    assert f"Item {item_id} · rubric" not in text  # the next sample is shown
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            status = conn.execute(
+                select(ReviewItem.status).where(ReviewItem.id == item_id)
+            ).scalar_one()
+            labels = conn.execute(
+                select(
+                    HumanLabel.reviewer, HumanLabel.score, HumanLabel.label, HumanLabel.skipped
+                ).where(HumanLabel.review_item_id == item_id)
+            ).all()
+    finally:
+        engine.dispose()
+    assert status == "labelled"
+    assert [tuple(r) for r in labels] == [("dashboard-dev", 4.0, "helpful", False)]
