@@ -64,5 +64,6 @@ st.dataframe(
 if int(table["unpriced_calls"].sum()):
     st.caption(
         "Unpriced calls: the model has no list price (add it to the price file given by "
-        "DRIFTLINE_PRICES) or the engine is self-hosted without DRIFTLINE_GPU_COST_PER_HOUR."
+        "DRIFTLINE_PRICES). Self-hosted models have none: their cost is the GPU-amortised "
+        "column, filled when DRIFTLINE_GPU_COST_PER_HOUR names the service's replica cost."
     )
