@@ -33,6 +33,8 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 SUPPORTED_ENCODINGS = ("gzip", "x-gzip", "deflate", "identity")
 MAX_ERROR_MESSAGES = 20
+#: the store keeps times as signed 64-bit integers; OTLP sends fixed64 (unsigned)
+MAX_UNIX_NANO = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +232,8 @@ def span_from_proto(
                 "must be empty or 8 bytes"
             )
         parent = _hex_id(span.parent_span_id, 8)  # all-zero parent = root
+    if max(span.start_time_unix_nano, span.end_time_unix_nano) > MAX_UNIX_NANO:
+        raise ValueError(f"span {span_id}: a time past 2262 does not fit a signed 64-bit integer")
     return SpanData(
         trace_id=trace_id,
         span_id=span_id,
@@ -335,7 +339,7 @@ def _load_json(body: bytes) -> Any:
         pass
     try:  # invalid UTF-8 is replaced (U+FFFD) rather than failing; big ints stay exact
         return json.loads(body.decode("utf-8", errors="replace"))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's stack
         raise DecodeError(f"the body is not valid JSON: {exc}") from None
 
 
@@ -376,12 +380,18 @@ def decode_json(body: bytes) -> DecodedBatch:
             scope_spans = _list_field(
                 rs, "scopeSpans", "scope_spans", "instrumentationLibrarySpans"
             )
+            res_doc = rs.get("resource") or {}
+            if not isinstance(res_doc, dict):
+                raise ValueError("resource must be an object")
             res = Resource()
-            json_format.ParseDict(rs.get("resource") or {}, res, ignore_unknown_fields=True)
+            json_format.ParseDict(res_doc, res, ignore_unknown_fields=True)
             resource = attributes(res.attributes)
         except (ValueError, json_format.ParseError) as exc:
+            scopes = rs.get("scopeSpans")
             count = sum(
-                len(s.get("spans") or []) for s in rs.get("scopeSpans") or [] if isinstance(s, dict)
+                len(s["spans"])
+                for s in (scopes if isinstance(scopes, list) else [])
+                if isinstance(s, dict) and isinstance(s.get("spans"), list)
             )
             batch.reject(count, f"{where}: invalid resource: {exc}")
             continue

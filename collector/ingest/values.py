@@ -29,6 +29,8 @@ FINISH_REASON_MAP = {
     "refusal": "content_filter",
 }
 _MISSING_SENTINEL = -1.0
+#: token counts are stored as signed 64-bit integers (BigInteger)
+MAX_TOKENS = 2**63 - 1
 
 
 def first(attrs: Mapping[str, Any], keys: Iterable[str]) -> Any:
@@ -73,13 +75,14 @@ def to_float(value: Any) -> float | None:
 
 
 def tokens(attrs: Mapping[str, Any], keys: Iterable[str], flags: set[str]) -> int | None:
-    """Token count from the first present key; a negative or unreadable count is None
-    and flags ``invalid_usage``. 0 stays 0."""
+    """Token count from the first present key; a negative, unreadable or out-of-range
+    (over the store's signed 64-bit integers) count is None and flags ``invalid_usage``.
+    0 stays 0."""
     raw = first(attrs, keys)
     if raw is None:
         return None
     n = to_int(raw)
-    if n is None or n < 0:
+    if n is None or n < 0 or n > MAX_TOKENS:
         flags.add("invalid_usage")
         return None
     return n
