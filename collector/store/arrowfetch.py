@@ -12,8 +12,14 @@ drivers release the GIL while stepping the statement), then concatenated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import atexit
+import contextlib
+import os
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,22 +71,63 @@ def adbc_target(database_url: str) -> tuple[str, str]:
     raise ValueError(f"database_url: sqlite or postgresql expected, got {backend!r}")
 
 
-def connect(database_url: str) -> Any:
-    """An ADBC DB-API connection to the store at ``database_url`` (see :func:`adbc_target`)."""
+_SQLITE_POOL: dict[tuple[int, str], list[Any]] = {}
+_POOL_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_pool() -> None:
+    """Close pooled read-only connections at interpreter exit (before module teardown)."""
+    with _POOL_LOCK:
+        for key, conns in list(_SQLITE_POOL.items()):
+            if key[0] == os.getpid():
+                for conn in conns:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+            conns.clear()
+
+
+def _open_sqlite(path: str) -> Any:
+    import adbc_driver_sqlite.dbapi as sqlite_dbapi
+
+    # Read-only and never closed. ADBC links its own copy of SQLite: closing one of its
+    # connections would drop the POSIX locks that Python's sqlite3 (the writer) holds on the
+    # same file in this process, and a read-write copy that believes it is the last
+    # connection checkpoints and deletes the WAL under the writer ("disk I/O error").
+    # A read-only fd can take no write lock, so it never does that; keeping it open for the
+    # process's life means no close() ever releases the writer's locks.
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    conn = sqlite_dbapi.connect(uri, autocommit=True)  # autocommit: each query sees new rows
+    cur = conn.cursor()
+    # Wait for a lock held by the writer (WAL checkpoint, -shm set-up) instead of failing.
+    cur.execute("PRAGMA busy_timeout = 30000")
+    cur.fetchall()
+    cur.close()
+    return conn
+
+
+@contextmanager
+def connect(database_url: str) -> Iterator[Any]:
+    """An ADBC DB-API connection to the store at ``database_url`` (see :func:`adbc_target`):
+    PostgreSQL opens and closes one; SQLite lends a pooled read-only connection."""
     dialect, uri = adbc_target(database_url)
-    if dialect == "sqlite":
-        import adbc_driver_sqlite.dbapi as sqlite_dbapi
+    if dialect != "sqlite":
+        import adbc_driver_postgresql.dbapi as pg_dbapi
 
-        conn = sqlite_dbapi.connect(uri)
-        cur = conn.cursor()
-        # Wait for a lock held by the writer (WAL checkpoint, -shm set-up) instead of failing.
-        cur.execute("PRAGMA busy_timeout = 30000")
-        cur.fetchall()
-        cur.close()
-        return conn
-    import adbc_driver_postgresql.dbapi as pg_dbapi
-
-    return pg_dbapi.connect(uri)
+        with pg_dbapi.connect(uri) as conn:
+            yield conn
+        return
+    key = (os.getpid(), os.path.abspath(uri))
+    with _POOL_LOCK:
+        free = _SQLITE_POOL.setdefault(key, [])
+        conn = free.pop() if free else None
+    if conn is None:
+        conn = _open_sqlite(uri)
+    try:
+        yield conn
+    finally:
+        with _POOL_LOCK:
+            _SQLITE_POOL[key].append(conn)
 
 
 @dataclass
