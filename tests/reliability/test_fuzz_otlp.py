@@ -104,6 +104,7 @@ def check(client: TestClient, answers: Counter[int], examples: int) -> None:
     assert_healthy(client)
 
 
+@pytest.mark.slow
 def test_fuzz_valid_protobuf_messages(app_client: TestClient) -> None:
     answers: Counter[int] = Counter()
 
@@ -117,6 +118,7 @@ def test_fuzz_valid_protobuf_messages(app_client: TestClient) -> None:
     assert answers[200] > EXAMPLES["valid_protobuf"] // 2  # mostly accepted (partial success)
 
 
+@pytest.mark.slow
 def test_fuzz_mangled_protobuf(app_client: TestClient) -> None:
     answers: Counter[int] = Counter()
 
@@ -164,6 +166,7 @@ def test_fuzz_deeply_nested_protobuf(app_client: TestClient) -> None:
     assert answers[200] > 0 and answers[400] > 0  # shallow ones stored, too deep refused
 
 
+@pytest.mark.slow
 def test_fuzz_json_bodies(app_client: TestClient) -> None:
     answers: Counter[int] = Counter()
 
