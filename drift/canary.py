@@ -308,6 +308,24 @@ def _time_limit(evidence: Evidence, policy: RolloutPolicy) -> bool:
     return evidence.elapsed_s >= policy.max_duration_s
 
 
+#: an arm with zero requests is a finding only once the other arm's traffic implies at least
+#: this many requests for it (else it is just early: few requests at a small weight)
+EMPTY_ARM_MIN_EXPECTED = 10.0
+
+
+def _expected_in_empty_arm(evidence: Evidence, policy: RolloutPolicy) -> float:
+    """Requests the empty arm should have received given the other arm's count and the
+    current step's weights (0 when both arms are empty)."""
+    steps = policy.steps_pct
+    w = steps[min(evidence.step_index, len(steps) - 1)] / 100.0
+    nb, nc = evidence.step_baseline_count, evidence.step_candidate_count
+    if nc == 0 and nb > 0:
+        return math.inf if w >= 1 else nb * w / (1 - w)
+    if nb == 0 and nc > 0:
+        return math.inf if w <= 0 else nc * (1 - w) / w
+    return 0.0
+
+
 def decide(evidence: Evidence, policy: RolloutPolicy) -> Decision:
     """Map one look's evidence to an action (rule in the module docstring, reference 5 (ii)).
 
@@ -328,9 +346,17 @@ def decide(evidence: Evidence, policy: RolloutPolicy) -> Decision:
     if evidence.step_baseline_count == 0:
         empty.append("insufficient baseline data: no baseline requests in this step")
     if empty:
-        # An empty arm is missing data, not a measured harm (case 25 B/C): a human looks.
+        # An empty arm is missing data, not a measured harm (case 25 B/C): a human looks —
+        # after the step's minimum time, once the other arm's traffic says requests should
+        # have arrived (or both arms stayed empty), or at the time limit; until then, hold.
         reasons = (*empty, srm_reason) if srm.mismatch else tuple(empty)
-        return Decision(Action.INCONCLUSIVE if waited else Action.HOLD, reasons, evidence)
+        if len(empty) == 2:
+            conclusive = waited
+        else:
+            conclusive = limit or (
+                waited and _expected_in_empty_arm(evidence, policy) >= EMPTY_ARM_MIN_EXPECTED
+            )
+        return Decision(Action.INCONCLUSIVE if conclusive else Action.HOLD, reasons, evidence)
     if srm.mismatch:
         return Decision(Action.ROLLBACK, (srm_reason,), evidence)
     failing = [m for m in evidence.metrics if m.status == "fail"]

@@ -243,3 +243,13 @@ def test_observations_of_the_wrong_kind_raise() -> None:
     )
     with pytest.raises(ValueError, match="ttft_s"):
         build_evidence(obs, policy)
+
+
+def test_empty_candidate_is_early_not_inconclusive_at_low_traffic() -> None:
+    """10 % weight, 20 baseline requests after the minimum time: ~2 candidate requests were
+    expected, so zero is not yet a finding (hold); with 500 baseline requests it is."""
+    policy = _policy()
+    few = CanaryObservations(0, 700.0, 700.0, (StepAssignment(5.0, 20, 0),), {})
+    assert _decide(few, policy).action is Action.HOLD
+    many = CanaryObservations(0, 700.0, 700.0, (StepAssignment(5.0, 500, 0),), {})
+    assert _decide(many, policy).action is Action.INCONCLUSIVE
