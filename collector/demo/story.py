@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 import click
 import httpx
 
+from collector.alerts.signing import generate_secret
 from collector.demo.processes import Processes, port_free, wait_http
 from collector.demo.receiver import WebhookReceiver
 
@@ -50,7 +50,7 @@ class DemoConfig:
     dashboard_port: int = 8501
     receiver_port: int = 9099
     dashboard: bool = True
-    secret: str = field(default_factory=lambda: "whsec_" + secrets.token_urlsafe(32))
+    secret: str = field(default_factory=generate_secret)
 
     @property
     def collector_url(self) -> str:
@@ -114,6 +114,46 @@ def rollout_body(name: str, candidate: str) -> dict[str, Any]:
         ],
         "quality": {"name": "judge_score", "margin": 0.75, "required": False},
     }
+
+
+#: what on-call is paged for in the demo (each rule is data; see /api/v1/alerts/rules)
+ALERT_RULES: list[dict[str, Any]] = [
+    {
+        "kind": "event",
+        "name": "canary_rollback",
+        "event": "canary_rollback",
+        "severity": "critical",
+        "summary": "canary rolled back: {value}",
+        "receivers": ["oncall"],
+        "grouping": {"group_wait_s": 5, "group_interval_s": 30, "repeat_interval_s": 3600},
+    },
+    {
+        "kind": "event",
+        "name": "drift_detected",
+        "event": "drift_detected",
+        "severity": "warning",
+        "summary": "drift detected",
+        "receivers": ["oncall"],
+        "grouping": {"group_wait_s": 5, "group_interval_s": 60, "repeat_interval_s": 3600},
+    },
+    {
+        "kind": "threshold",
+        "name": "ttft_p95_high",
+        "stat": "ttft_s",
+        "quantile": 0.95,
+        "op": ">",
+        "threshold": 5.0,
+        "resolve_threshold": 3.0,
+        "window_s": 60,
+        "min_samples": 10,
+        "for_s": 30,
+        "resolve_for_s": 30,
+        "severity": "warning",
+        "summary": "p95 TTFT {value} s > {threshold} s",
+        "receivers": ["oncall"],
+        "grouping": {"group_wait_s": 5, "group_interval_s": 60, "repeat_interval_s": 3600},
+    },
+]
 
 
 def gateway_config(cfg: DemoConfig) -> Path:
@@ -253,6 +293,14 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
         )
         wait_http(f"http://127.0.0.1:{cfg.engine_port}/health", procs, 420, "vLLM")
         api = Api(cfg.collector_url)
+        for rule in ALERT_RULES:
+            r = api.post("/api/v1/alerts/rules", rule)
+            if r.status_code not in (200, 201):
+                raise click.ClickException(f"alert rule {rule['name']}: {r.text}")
+        _step(
+            "alert rules: canary rollback, drift detected, p95 TTFT > 5 s → webhook "
+            f"{receiver.url} (Standard Webhooks signed)"
+        )
         r = api.post("/api/v1/rollouts", rollout_body(ROLLOUT_BAD, "candidate-bad"))
         if r.status_code not in (200, 201):
             raise click.ClickException(f"creating rollout {ROLLOUT_BAD} failed: {r.text}")
