@@ -22,8 +22,8 @@ from schemathesis.schemas import APIOperation
 
 from tests.conftest import LiveCollector, free_port, make_settings
 
-#: generated cases per operation at most (45 operations today; ~25 s in all)
-EXAMPLES_PER_OPERATION = 50
+#: generated cases per operation at most (45 operations today; ~20-30 s in all)
+EXAMPLES_PER_OPERATION = 25
 
 
 @pytest.fixture(scope="module")

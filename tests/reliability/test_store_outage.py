@@ -34,7 +34,7 @@ OUTAGE_S = 30.0
 #: the OpenTelemetry exporters' default per-export timeout (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s)
 EXPORTER_TIMEOUT_S = 10.0
 PB = {"Content-Type": "application/x-protobuf"}
-WORKERS, BATCHES, PER_BATCH = 2, 40, 20  # exporter load: 1,600 spans, a batch every 0.5 s
+WORKERS, BATCHES, PER_BATCH = 2, 25, 20  # exporter load: 1,000 spans, a batch every 0.5 s
 
 
 @dataclass(frozen=True)
