@@ -365,7 +365,9 @@ def decide(evidence: Evidence, policy: RolloutPolicy) -> Decision:
     required = {m.name for m in policy.metrics if m.required}
     missing = [m.reason for m in evidence.metrics if m.status == "no_data" and m.name in required]
     if missing:
-        return Decision(Action.INCONCLUSIVE if waited else Action.HOLD, tuple(missing), evidence)
+        # a required metric without values yet (e.g. TTFT of two requests) is early, not a
+        # finding: hold until the time limit, then hand it to a human
+        return Decision(Action.INCONCLUSIVE if limit else Action.HOLD, tuple(missing), evidence)
 
     waiting: list[str] = []
     n_min = policy.min_samples_per_step

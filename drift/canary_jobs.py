@@ -12,7 +12,6 @@ through the same audited path. Paused and finished rollouts are not evaluated by
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import Engine
 
-from collector.alerts.rules import AlertEvent
 from collector.scheduler import Job, JobContext
 from drift.canary import Action, Decision, RolloutState, decide, next_weights
 from drift.canary_evidence import build_evidence
@@ -149,32 +147,27 @@ def emit_canary_event(engine: Engine, record: RolloutRecord, action: str, reason
     kind = EVENT_KINDS.get(action)
     if kind is None:
         return
-    event = AlertEvent(
-        kind=kind,  # type: ignore[arg-type]
-        at=dt.datetime.now(dt.UTC).timestamp(),
-        labels={
-            "rollout": record.name,
-            "baseline": record.policy.baseline_variant,
-            "candidate": record.policy.candidate_variant,
-        },
-        annotations={
-            "summary": f"canary {record.name}: {action} (status {record.status})",
-            "reasons": "; ".join(str(r) for r in list(reasons)[:5]),
-        },
-        value=record.candidate_weight_pct,
-    )
+    labels = {
+        "rollout": record.name,
+        "baseline": record.policy.baseline_variant,
+        "candidate": record.policy.candidate_variant,
+    }
+    annotations = {
+        "summary": f"canary {record.name}: {action} (status {record.status})",
+        "reasons": "; ".join(str(r) for r in list(reasons)[:5]),
+    }
     try:
-        events = importlib.import_module("collector.alerts.events")
-    except ModuleNotFoundError:
-        log.warning(
-            "rollout %s/%s: %s not emitted (no collector.alerts.events)",
+        from collector.alerts.events import emit_event
+
+        emit_event(
+            engine,
             record.tenant,
-            record.name,
             kind,
+            labels=labels,
+            annotations=annotations,
+            at=dt.datetime.now(dt.UTC).timestamp(),
+            value=record.candidate_weight_pct,
         )
-        return
-    try:
-        events.emit_event(engine, record.tenant, event)
     except Exception:
         log.exception("rollout %s/%s: could not emit %s", record.tenant, record.name, kind)
 

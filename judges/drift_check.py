@@ -9,14 +9,12 @@ engine as a ``judge_drift`` event (``collector.alerts`` ``emit_event``).
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, and_, select
 
-from collector.alerts.rules import AlertEvent
 from collector.store.models.judges import HumanLabel, JudgeResultRow, ReviewItem
 from judges.judge_drift import JudgeDriftResult, judge_drift
 
@@ -70,24 +68,15 @@ def _pairs(engine: Engine, since: dt.datetime) -> dict[tuple[str, str, str], lis
 def emit_judge_drift_alert(engine: Engine, check: DriftCheck, now: dt.datetime) -> bool:
     """THE call site that hands a judge-drift verdict to the alerting engine.
 
-    Calls ``collector.alerts.events.emit_event(engine, tenant, AlertEvent(kind="judge_drift",
-    ...))`` when the alerts package provides it; returns False (and logs) when it does not yet.
+    Calls ``collector.alerts.events.emit_event(engine, tenant, "judge_drift", ...)``.
     """
-    try:
-        events = importlib.import_module("collector.alerts.events")
-    except ModuleNotFoundError:
-        events = None
-    emit = getattr(events, "emit_event", None)
-    if emit is None:
-        log.warning(
-            "judge drift for %s/%s/%s but collector.alerts.emit_event is not available",
-            check.tenant, check.rubric, check.judge_model,
-        )  # fmt: skip
-        return False
+    from collector.alerts.events import emit_event
+
     r = check.result
-    event = AlertEvent(
-        kind="judge_drift",
-        at=now.timestamp(),
+    emit_event(
+        engine,
+        check.tenant,
+        "judge_drift",
         labels={"rubric": check.rubric, "judge_model": check.judge_model},
         annotations={
             "summary": (
@@ -95,9 +84,9 @@ def emit_judge_drift_alert(engine: Engine, check: DriftCheck, now: dt.datetime) 
                 f"(p={r.pvalue:.3g}, n={r.n_reference}/{r.n_current})"
             ),
         },
+        at=now.timestamp(),
         value=r.gap_change,
     )
-    emit(engine, check.tenant, event)
     return True
 
 

@@ -332,6 +332,8 @@ def create_silence(state: State, tenant: AdminTenant, body: SilenceBody) -> dict
             )
     except ValueError as exc:
         raise _invalid(exc) from None
+    except OverflowError:
+        raise BadRequestError("starts_at / ends_at / duration_s is out of range") from None
     return silence_to_dict(sil, now)
 
 

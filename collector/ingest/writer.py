@@ -336,10 +336,12 @@ class BatchWriter:
                     self._write(jobs)
                 except OperationalError:
                     raise
-                except DBAPIError:
+                except Exception:
                     if len(jobs) == 1:
                         raise
-                    for j in jobs:  # isolate the job the database refuses
+                    # isolate the request whose data fails (database refusal, driver
+                    # overflow...): the other clients' requests are written on their own
+                    for j in jobs:
                         self._write_one(j)
             except OperationalError as exc:
                 log.error("store unavailable, %d spans not written: %s", self._count(jobs), exc)
