@@ -39,9 +39,9 @@ class DemoConfig:
     data_dir: Path
     duration_s: float | None
     headless: bool
-    rate: float = 0.8
+    rate: float = 1.0
     concurrency: int = 4
-    max_tokens: int = 48
+    max_tokens: int = 32
     seed: int = 0
     http_port: int = 4318
     grpc_port: int = 4317
@@ -89,6 +89,14 @@ def collector_env(cfg: DemoConfig, receivers_file: Path) -> dict[str, str]:
         "DRIFTLINE_JUDGE_SETTLE_S": "5",
         "DRIFTLINE_JUDGE_INTERVAL_S": "10",
         "DRIFTLINE_JUDGE_CONCURRENCY": "2",
+        "DRIFTLINE_JUDGE_MAX_TOKENS": "160",
+        "DRIFTLINE_JUDGE_TIMEOUT_S": "45",
+        # drift: the last 90 s against the 90 s before, every 45 s (production: hours)
+        "DRIFTLINE_DRIFT_INTERVAL_S": "45",
+        "DRIFTLINE_DRIFT_CURRENT_HOURS": "0.025",
+        "DRIFTLINE_DRIFT_REFERENCE_HOURS": "0.025",
+        "DRIFTLINE_DRIFT_MIN_SAMPLES": "20",
+        "DRIFTLINE_DRIFT_EMBEDDING_SAMPLE": "64",
         "DRIFTLINE_CANARY_INTERVAL_S": "10",
         "DRIFTLINE_CANARY_BUCKET_S": "30",
         "DRIFTLINE_ALERT_RECEIVERS_FILE": str(receivers_file),
@@ -107,10 +115,12 @@ def rollout_body(name: str, candidate: str) -> dict[str, Any]:
         "min_step_duration_s": 30,
         "max_duration_s": 600,
         "guardrails": [
-            {"name": "ttft_s", "margin": 0.5, "relative": True},
-            {"name": "length_finish_rate", "margin": 0.2},
+            # LoRA on a CPU engine costs latency (measured here: ~1.5-2x TTFT and TPOT);
+            # the tolerated margin says how much the team accepts for a better model
+            {"name": "ttft_s", "margin": 1.0, "relative": True},
+            {"name": "thumbs_down_rate", "margin": 0.15, "required": False},
             {"name": "error_rate", "margin": 0.5, "relative": True, "required": False},
-            {"name": "thumbs_down_rate", "margin": 0.2, "required": False},
+            {"name": "length_finish_rate", "margin": 0.2, "required": False},
         ],
         "quality": {"name": "judge_score", "margin": 0.75, "required": False},
     }
@@ -206,7 +216,7 @@ def start_load(
             "--collector-url",
             cfg.collector_url,
             "--feedback-rate",
-            "0.4",
+            "0.8",
             "--seed",
             str(cfg.seed + len(procs.procs)),
         ),
