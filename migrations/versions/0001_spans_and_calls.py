@@ -103,9 +103,7 @@ def upgrade() -> None:
     op.create_index("ix_llm_calls_call_id", "llm_calls", ["tenant", "call_id"])
     op.create_index("ix_llm_calls_start", "llm_calls", ["tenant", "start_unix_nano"])
     op.create_index("ix_llm_calls_model", "llm_calls", ["tenant", "model", "start_unix_nano"])
-    op.create_index(
-        "ix_llm_calls_variant", "llm_calls", ["tenant", "variant", "start_unix_nano"]
-    )
+    op.create_index("ix_llm_calls_variant", "llm_calls", ["tenant", "variant", "start_unix_nano"])
     op.create_index(
         "ix_llm_calls_service", "llm_calls", ["tenant", "service_name", "start_unix_nano"]
     )

@@ -38,7 +38,8 @@ def test_21_feedback_before_trace(client: TestClient) -> None:
     assert items["fb-0001"]["status"] == "linked" and items["fb-0001"]["trace_id"] == trace
     assert items["fb-0002"]["status"] == "linked"
     assert (items["fb-0002"]["trace_id"], items["fb-0002"]["span_id"]) == (
-        trace, "0000000000002202"
+        trace,
+        "0000000000002202",
     )
     assert items["fb-0003"]["status"] == "pending"  # kept, queryable as unlinked
     pending = client.get("/api/v1/feedback", params={"status": "pending"}).json()["items"]
@@ -84,11 +85,17 @@ def test_malformed_feedback_is_400(client: TestClient, body: dict[str, Any], nee
 def test_batch_rejects_items_individually(client: TestClient) -> None:
     r = client.post(
         "/api/v1/feedback/batch",
-        json={"items": [
-            {"trace_id": "ab" * 16, "kind": "rating", "value": 4, "user_id": "u"},
-            {"trace_id": "bad", "kind": "thumbs_up"},
-            {"response_id": "resp-1", "kind": "escalation", "metadata": {"source": "simulated"}},
-        ]},
+        json={
+            "items": [
+                {"trace_id": "ab" * 16, "kind": "rating", "value": 4, "user_id": "u"},
+                {"trace_id": "bad", "kind": "thumbs_up"},
+                {
+                    "response_id": "resp-1",
+                    "kind": "escalation",
+                    "metadata": {"source": "simulated"},
+                },
+            ]
+        },
     )
     assert r.status_code == 202
     body = r.json()
