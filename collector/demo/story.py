@@ -89,7 +89,7 @@ def collector_env(cfg: DemoConfig, receivers_file: Path) -> dict[str, str]:
         "DRIFTLINE_JUDGE_SETTLE_S": "5",
         "DRIFTLINE_JUDGE_INTERVAL_S": "10",
         "DRIFTLINE_JUDGE_CONCURRENCY": "2",
-        "DRIFTLINE_JUDGE_MAX_TOKENS": "160",
+        "DRIFTLINE_JUDGE_MAX_TOKENS": "400",
         "DRIFTLINE_JUDGE_TIMEOUT_S": "45",
         # drift: the last 90 s against the 90 s before, every 45 s (production: hours)
         "DRIFTLINE_DRIFT_INTERVAL_S": "45",
@@ -228,10 +228,15 @@ class Api:
     """Small client of the collector's REST API for the story and its summary."""
 
     def __init__(self, base: str) -> None:
-        self.http = httpx.Client(base_url=base, timeout=15)
+        self.http = httpx.Client(base_url=base, timeout=30)
 
     def get(self, path: str, **params: Any) -> Any:
-        r = self.http.get(path, params=params)
+        """The JSON body, or None when the route is absent, fails or is slow (the summary
+        then says 'n/a' instead of stopping the demo)."""
+        try:
+            r = self.http.get(path, params=params)
+        except httpx.HTTPError:
+            return None
         return r.json() if r.status_code == 200 else None
 
     def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
