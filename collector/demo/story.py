@@ -313,8 +313,8 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
             if r.status_code not in (200, 201):
                 raise click.ClickException(f"alert rule {rule['name']}: {r.text}")
         _step(
-            "alert rules: canary rollback, drift detected, p95 TTFT > 5 s → webhook "
-            f"{receiver.url} (Standard Webhooks signed)"
+            "alert rules: canary rollback, drift detected, thumbs-down > 10 %, p95 TTFT > 5 s "
+            f"→ webhook {receiver.url} (Standard Webhooks signed)"
         )
         r = api.post("/api/v1/rollouts", rollout_body(ROLLOUT_BAD, "candidate-bad"))
         if r.status_code not in (200, 201):
