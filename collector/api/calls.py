@@ -57,6 +57,8 @@ def list_calls(
     variant: str | None = None,
     rollout: str | None = None,
     finish_reason: str | None = None,
+    user: str | None = None,
+    has_feedback: bool | None = None,
     since: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
     until: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
     limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = 100,
@@ -70,6 +72,8 @@ def list_calls(
         variant=variant,
         rollout=rollout,
         finish_reason=finish_reason,
+        user_id=user,
+        has_feedback=has_feedback,
         since_unix_nano=parse_time(since, "since"),
         until_unix_nano=parse_time(until, "until"),
     )
@@ -81,7 +85,7 @@ def list_calls(
     return {"items": items, "next_cursor": next_cursor}
 
 
-@router.get("/calls/{call_id}", summary="One LLM call record with its spans")
+@router.get("/calls/{call_id}", summary="One LLM call record with its spans and feedback")
 def get_call(call_id: str, state: State, tenant: Tenant) -> dict[str, Any]:
     with state.engine.connect() as conn:
         call = queries.get_call(conn, tenant, call_id)

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, and_, func, or_, select, tuple_
 
 from collector.ingest.normalize import CALL_COLUMNS
 from collector.store.models import LLMCall, Span
+from collector.store.models.api import Feedback
 
 MAX_PAGE = 1000
 
@@ -30,6 +31,8 @@ class CallFilter:
     variant: str | None = None
     rollout: str | None = None
     finish_reason: str | None = None
+    user_id: str | None = None
+    has_feedback: bool | None = None
     since_unix_nano: int | None = None
     until_unix_nano: int | None = None
 
@@ -92,11 +95,24 @@ def list_calls(
         (t.c.variant, flt.variant),
         (t.c.rollout, flt.rollout),
         (t.c.finish_reason, flt.finish_reason),
+        (t.c.user_id, flt.user_id),
     ):
         if value is not None:
             conds.append(col == value)
     if flt.span_id is not None:
         conds.append(or_(t.c.span_id == flt.span_id, t.c.engine_span_id == flt.span_id))
+    if flt.has_feedback is not None:
+        f = Feedback.__table__
+        linked = (
+            select(f.c.feedback_id)
+            .where(
+                f.c.tenant == t.c.tenant,
+                f.c.trace_id == t.c.trace_id,
+                or_(f.c.span_id.is_(None), f.c.span_id == t.c.span_id),
+            )
+            .exists()
+        )
+        conds.append(linked if flt.has_feedback else ~linked)
     if flt.since_unix_nano is not None:
         conds.append(t.c.start_unix_nano >= flt.since_unix_nano)
     if flt.until_unix_nano is not None:
@@ -173,6 +189,30 @@ def get_call(conn: Connection, tenant: str, call_id: str) -> dict[str, Any] | No
             )
         }
         for sp in spans
+    ]
+    f = Feedback.__table__
+    out["feedback"] = [
+        {
+            k: fb[k]
+            for k in (
+                "feedback_id",
+                "kind",
+                "value",
+                "comment",
+                "user_id",
+                "timestamp_unix_nano",
+                "source",
+            )
+        }
+        for fb in conn.execute(
+            select(f)
+            .where(
+                f.c.tenant == tenant,
+                f.c.trace_id == row["trace_id"],
+                or_(f.c.span_id.is_(None), f.c.span_id == row["span_id"]),
+            )
+            .order_by(f.c.timestamp_unix_nano)
+        ).mappings()
     ]
     return out
 

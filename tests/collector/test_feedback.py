@@ -104,3 +104,14 @@ def test_batch_rejects_items_individually(client: TestClient) -> None:
     rows = client.get("/api/v1/feedback").json()["items"]
     assert {x["source"] for x in rows} == {None, "simulated"}
     assert client.post("/api/v1/feedback/batch", json={"nope": 1}).status_code == 400
+
+
+def test_calls_filter_by_user_and_feedback_and_detail_lists_feedback(client: TestClient) -> None:
+    replay(client, "21_feedback_before_trace.json")
+    with_fb = client.get("/api/v1/calls", params={"has_feedback": True}).json()["items"]
+    without = client.get("/api/v1/calls", params={"has_feedback": False}).json()["items"]
+    assert {c["span_id"][-4:] for c in with_fb} == {"2202", "2203"}  # fb-0001 is trace-level
+    assert without == []
+    detail = client.get("/api/v1/calls/resp-AbC123").json()
+    assert {f["feedback_id"] for f in detail["feedback"]} == {"fb-0001", "fb-0002"}
+    assert client.get("/api/v1/calls", params={"user": "nobody"}).json()["items"] == []
