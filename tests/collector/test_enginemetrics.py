@@ -515,3 +515,18 @@ def test_scrape_connection_refused() -> None:
 def test_scrape_validates_arguments(timeout_s: float, max_bytes: int, name: str) -> None:
     with pytest.raises(ValueError, match=name):
         run_scrape("http://127.0.0.1:9/metrics", timeout_s=timeout_s, max_bytes=max_bytes)
+
+
+def test_real_vllm_cpu_exposition_captured_from_the_demo_engine() -> None:
+    """`GET /metrics` of the real vLLM 0.32 CPU engine (SmolLM2 + two LoRA adapters) captured
+    under demo traffic: every KPI the dashboard shows is read, nothing invented."""
+    text = (FIXTURES / "vllm_cpu_0_32_captured.txt").read_text()
+    (s,) = parse_exposition(text, scraped_at_unix_s=1.0)
+    assert s.engine_kind == "vllm" and s.model_name == "smollm2-135m-instruct"
+    assert s.kv_cache_usage is not None and 0 <= s.kv_cache_usage <= 1
+    assert s.requests_running is not None and s.requests_waiting is not None
+    assert s.prefix_cache_queries_total and s.prefix_cache_hits_total is not None
+    assert s.prefix_cache_hits_total <= s.prefix_cache_queries_total
+    assert s.prompt_tokens_total and s.generation_tokens_total
+    assert s.lora_max == 2 and s.lora_running_adapters is not None
+    assert s.ttft_s is not None and s.ttft_s.count and s.ttft_s.count > 0
