@@ -127,6 +127,10 @@ def run_replay(
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--port", "http_port", type=int, default=4318, show_default=True)
 @click.option("--grpc-port", type=int, default=4317, show_default=True)
+@click.option("--gateway-port", type=int, default=8000, show_default=True)
+@click.option("--engine-port", type=int, default=8100, show_default=True)
+@click.option("--dashboard-port", type=int, default=8501, show_default=True)
+@click.option("--receiver-port", type=int, default=9099, show_default=True)
 def demo(
     duration: float | None,
     headless: bool,
@@ -137,6 +141,10 @@ def demo(
     seed: int,
     http_port: int,
     grpc_port: int,
+    gateway_port: int,
+    engine_port: int,
+    dashboard_port: int,
+    receiver_port: int,
 ) -> None:
     """Run driftline end to end on its embedded default (Ctrl-C stops everything)."""
     if replay:
@@ -152,6 +160,10 @@ def demo(
         seed=seed,
         http_port=http_port,
         grpc_port=grpc_port,
+        gateway_port=gateway_port,
+        engine_port=engine_port,
+        dashboard_port=dashboard_port,
+        receiver_port=receiver_port,
         dashboard=not no_dashboard,
     )
     if rate:
