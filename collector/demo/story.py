@@ -118,7 +118,9 @@ def rollout_body(name: str, candidate: str) -> dict[str, Any]:
             # LoRA on a CPU engine costs latency (measured here: ~1.5-2x TTFT and TPOT);
             # the tolerated margin says how much the team accepts for a better model
             {"name": "ttft_s", "margin": 1.0, "relative": True},
-            {"name": "thumbs_down_rate", "margin": 0.15, "required": False},
+            # quality must be shown, not assumed: without it a fast but broken adapter would
+            # be promoted on latency alone (users' thumbs-down is the demo's quality signal)
+            {"name": "thumbs_down_rate", "margin": 0.15},
             {"name": "error_rate", "margin": 0.5, "relative": True, "required": False},
             {"name": "length_finish_rate", "margin": 0.2, "required": False},
         ],

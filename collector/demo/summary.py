@@ -16,22 +16,33 @@ def snapshot(api: Any, alerts: list[dict[str, Any]]) -> dict[str, Any]:
     """Current counts from the API (every value may be None while a subsystem warms up)."""
     stats = (api.get("/api/v1/stats") or {}).get("items") or [{}]
     judged = api.get("/api/v1/judge/results", limit=1000) or {}
-    drift_runs = (api.get("/api/v1/drift/runs", limit=5) or {}).get("items") or []
+    drift_runs = (api.get("/api/v1/drift/runs", limit=20) or {}).get("items") or []
     rollouts: dict[str, dict[str, Any]] = {}
     for name in (ROLLOUT_BAD, ROLLOUT_GOOD):
         r = api.get(f"/api/v1/rollouts/{name}")
         if r:
             rollouts[name] = r
-    flagged = [x for run in drift_runs for x in (run.get("flagged_signals") or [])]
+    flagged: list[str] = []
+    latest_drifted = next((r for r in drift_runs if (r.get("n_drifted") or 0) > 0), None)
+    if latest_drifted is not None:
+        detail = api.get(f"/api/v1/drift/runs/{latest_drifted['run_id']}", drifted_only=True)
+        for res in (detail or {}).get("results") or []:
+            flagged.append(f"{res.get('signal')} ({res.get('segment') or 'all traffic'})")
     return {
         "requests": stats[0].get("count"),
         "p95_ttft_s": stats[0].get("ttft_s_p95"),
         "error_rate": stats[0].get("error_rate"),
         "judged": len(judged.get("items") or []),
         "drift_runs": len(drift_runs),
+        "drift_runs_flagged": sum(1 for r in drift_runs if (r.get("n_drifted") or 0) > 0),
         "drift_flags": sorted(set(map(str, flagged))),
         "rollouts": {
-            n: {"status": r.get("status"), "weights": r.get("weights")} for n, r in rollouts.items()
+            n: {
+                "status": r.get("status"),
+                "weights": r.get("weights"),
+                "latest_reasons": (r.get("latest") or {}).get("reasons") or [],
+            }
+            for n, r in rollouts.items()
         },
         "alerts": len(alerts),
         "alerts_valid": sum(1 for a in alerts if a["signature_valid"]),
@@ -69,36 +80,41 @@ def final_summary(api: Api, alerts: list[dict[str, Any]], elapsed_s: float) -> d
     return out
 
 
+def _rollout_verdict(summary: dict[str, Any], name: str) -> str:
+    state = summary["rollouts"].get(name)
+    if state is None:
+        return "not started in this run"
+    decisions = [d for d in summary["rollout_decisions"].get(name, []) if d["action"] != "create"]
+    status, weights = state["status"], state["weights"]
+
+    def why(reasons: list[Any]) -> str:
+        return "; ".join(str(r) for r in reasons[:3]) or "no reason recorded"
+
+    if status == "rolled_back":
+        last = next((d for d in decisions if d["action"] == "rollback"), decisions[0])
+        return f"ROLLED BACK (weights {weights}) — {why(last['reasons'] or [])}"
+    promotions = [d for d in decisions if d["action"] == "promote"]
+    if promotions:
+        return (
+            f"PROMOTED {len(promotions)} step(s), now {status} at {weights} — "
+            f"{why(promotions[0]['reasons'] or [])}"
+        )
+    if status == "paused":
+        return f"paused as inconclusive — {why(decisions[0]['reasons'] or [] if decisions else [])}"
+    return (
+        f"still {status} at {weights}: the evidence did not decide yet — "
+        f"{why(state['latest_reasons'])}"
+    )
+
+
 def story_lines(summary: dict[str, Any]) -> list[str]:
     """Plain-language verdicts: what happened, or that the statistics did not support it."""
     lines = [
         f"traffic: {summary['requests']} LLM calls stored, p95 TTFT "
         f"{_fmt_s(summary['p95_ttft_s'])}, {summary['judged']} judged by the LLM judge",
     ]
-    bad = summary["rollouts"].get(ROLLOUT_BAD, {})
-    reasons = [
-        r for d in summary["rollout_decisions"].get(ROLLOUT_BAD, []) for r in d["reasons"] or []
-    ]
-    if bad.get("status") == "rolled_back":
-        lines.append(f"canary {ROLLOUT_BAD}: candidate-bad ROLLED BACK — " + "; ".join(reasons[:3]))
-    else:
-        lines.append(
-            f"canary {ROLLOUT_BAD}: not rolled back (status {bad.get('status')}): "
-            "the evidence did not reach the rollback threshold in this run"
-        )
-    good = summary["rollouts"].get(ROLLOUT_GOOD, {})
-    promoted = any(
-        d["action"] == "promote" for d in summary["rollout_decisions"].get(ROLLOUT_GOOD, [])
-    )
-    lines.append(
-        f"canary {ROLLOUT_GOOD}: candidate-good "
-        + (
-            "PROMOTED a step"
-            if promoted
-            else f"not promoted (status {good.get('status')}): "
-            "non-inferiority not yet shown with this many samples"
-        )
-    )
+    for name, candidate in ((ROLLOUT_BAD, "candidate-bad"), (ROLLOUT_GOOD, "candidate-good")):
+        lines.append(f"canary {name} ({candidate}): " + _rollout_verdict(summary, name))
     lines.append(
         "drift: "
         + (
