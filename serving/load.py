@@ -26,6 +26,7 @@ from serving.stream import SseSplitter, StreamAccumulator, event_data
 from serving.workload import PlannedRequest
 
 _WORD = re.compile(r"[A-Za-z]{2,15}")
+_SENTENCE_START = re.compile(r"\s*([A-Z0-9\"'“*#>(\[]|-\s)")
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ class LoadReport:
 def text_quality(text: str) -> float:
     """Crude fluency score in [0, 1] for *simulated* feedback (not a quality measure).
 
-    ``(word-like share of tokens) × (distinct share of words)``; empty text scores 0.
+    ``(word-like share of tokens) × (distinct share of words)``, × 0.3 when the text does not
+    open like a sentence (capital letter, digit, quote or markdown); empty text scores 0.
     """
     tokens = text.split()
     if not tokens:
@@ -88,7 +90,9 @@ def text_quality(text: str) -> float:
     words = [t for t in tokens if _WORD.fullmatch(t.strip(".,!?;:'\"()"))]
     if not words:
         return 0.0
-    return (len(words) / len(tokens)) * (len({w.lower() for w in words}) / len(words))
+    score = (len(words) / len(tokens)) * (len({w.lower() for w in words}) / len(words))
+    # an answer that does not open like a sentence reads as broken to a user
+    return score if _SENTENCE_START.match(text) else score * 0.3
 
 
 def simulated_feedback_kind(text: str, rng: np.random.Generator) -> str:

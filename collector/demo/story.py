@@ -122,7 +122,6 @@ def rollout_body(name: str, candidate: str) -> dict[str, Any]:
             # be promoted on latency alone (users' thumbs-down is the demo's quality signal)
             {"name": "thumbs_down_rate", "margin": 0.15},
             {"name": "error_rate", "margin": 0.5, "relative": True, "required": False},
-            {"name": "length_finish_rate", "margin": 0.2, "required": False},
         ],
         "quality": {"name": "judge_score", "margin": 0.75, "required": False},
     }

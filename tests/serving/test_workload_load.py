@@ -182,3 +182,12 @@ def test_feedback_failures_are_counted_not_fatal(
         )
     )
     assert report.ok == 5 and report.feedback_failed == 5 and report.feedback_sent == 0
+
+
+def test_simulated_users_dislike_answers_that_do_not_open_like_a_sentence() -> None:
+    """candidate-bad's word salad ("come out me me myself ...") is mostly word-like, so the
+    fluency product alone barely separates it from real answers; a sentence start does."""
+    good = "You can reset the password from the account page."
+    salad = "come out me me myself new Ie I. oldest of the bare him all le Min"
+    assert text_quality(good) > 3 * text_quality(salad)
+    assert text_quality("1. Open the settings page") > 0.6
