@@ -183,7 +183,7 @@ async def _proxy(gw: Gateway, request: Request, operation: str, path: str) -> Re
         tenant=tenant,
         server_address=gw.engine_host,
         server_port=gw.engine_port,
-        capture_content=gw.settings.capture_content,
+        capture_content=gw.settings.gateway_capture_content,
     )
     attrs["driftline.gateway.queue_s"] = queued_s
     span = gw.tracer.start_span(
@@ -218,7 +218,9 @@ async def _proxy(gw: Gateway, request: Request, operation: str, path: str) -> Re
                     outcome = CallOutcome()
                     _fail(span, "invalid_response", "engine returned invalid JSON")
                 span.set_attributes(
-                    response_attributes(outcome, capture_content=gw.settings.capture_content)
+                    response_attributes(
+                        outcome, capture_content=gw.settings.gateway_capture_content
+                    )
                 )
             media = resp.headers.get("content-type", "application/json")
             return Response(
@@ -289,7 +291,7 @@ async def _relay(
                 itl=itl_summary(acc.token_times),
             )
             span.set_attributes(
-                response_attributes(outcome, capture_content=gw.settings.capture_content)
+                response_attributes(outcome, capture_content=gw.settings.gateway_capture_content)
             )
             if error is not None:
                 _fail(span, *error)

@@ -138,7 +138,7 @@ class GatewaySettings(BaseSettings):
     engine_timeout_s: float = Field(
         default=300.0, gt=0, description="Read timeout towards the engine."
     )
-    capture_content: bool = Field(
+    gateway_capture_content: bool = Field(
         default=True, description="Put prompts/outputs on spans (gen_ai.input/output.messages)."
     )
     service_name: str = Field(

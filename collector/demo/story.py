@@ -334,6 +334,8 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
                 f"http://127.0.0.1:{cfg.engine_port}",
                 "--collector-url",
                 cfg.collector_url,
+                "--otlp-endpoint",
+                f"{cfg.collector_url}/v1/traces",
             ),
             env,
         )
