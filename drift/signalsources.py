@@ -9,6 +9,7 @@ is optional: when it does not exist (judges not migrated / not installed) the re
 from __future__ import annotations
 
 import logging
+import sqlite3
 
 import adbc_driver_manager
 import pyarrow as pa
@@ -99,6 +100,6 @@ def judge_scores(
     )
     try:
         return arrowfetch.run_query(database_url, sql, b.params, _JUDGE_SCHEMA), ""
-    except adbc_driver_manager.ProgrammingError as exc:
+    except (adbc_driver_manager.ProgrammingError, sqlite3.OperationalError) as exc:
         log.info("drift: no judge results (%s)", exc)
         return None, "no judge_results table (judges subsystem not migrated)"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import sqlite3
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
@@ -142,17 +143,48 @@ class SqlBuilder:
         return "?" if self.dialect == "sqlite" else f"${len(self.params)}"
 
 
+def _sqlite_rows(path: str, sql: str, params: Sequence[Any], schema: pa.Schema) -> pa.Table:
+    """SQLite read through Python's own ``sqlite3`` (the library the writer uses).
+
+    ADBC's SQLite driver links a second copy of SQLite. Two copies in one process do not see
+    each other's POSIX locks, so one may checkpoint, delete the WAL or truncate the shared-memory
+    index while the other has it mapped: seen here as "disk I/O error" and as SIGBUS crashes.
+    Until the collector reads SQLite from a separate process, in-process SQLite reads use the
+    writer's library; PostgreSQL reads use ADBC.
+    """
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
+    try:
+        rows = conn.execute(sql, list(params)).fetchall()
+    finally:
+        conn.close()
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    arrays = [
+        pa.array(list(col), type=f.type) if not col else _column(list(col), f.type)
+        for col, f in zip(columns, schema, strict=True)
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _column(values: list[Any], typ: pa.DataType) -> pa.Array:
+    """``values`` as ``typ``; SQLite's dynamic types (0/1 for booleans, ints in REAL columns)
+    are converted through Arrow's inference and a cast."""
+    try:
+        return pa.array(values, type=typ)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array(values).cast(typ)
+
+
 def run_query(database_url: str, sql: str, params: Sequence[Any], schema: pa.Schema) -> pa.Table:
-    """Run one ``SELECT`` through ADBC and return its rows cast to ``schema`` (column order of
-    the SELECT must match the schema's)."""
-    dialect, _ = adbc_target(database_url)
+    """Run one ``SELECT`` and return its rows as Arrow cast to ``schema`` (column order of the
+    SELECT must match the schema's): ADBC for PostgreSQL, the writer's SQLite library for
+    SQLite (see :func:`_sqlite_rows`)."""
+    dialect, target = adbc_target(database_url)
+    if dialect == "sqlite":
+        return _sqlite_rows(target, sql, params, schema)
     with connect(database_url) as conn:
         cur = conn.cursor()
         try:
-            if dialect == "sqlite":
-                cur.adbc_statement.set_options(
-                    **{"adbc.sqlite.query.batch_rows": _SQLITE_BATCH_ROWS}
-                )
             cur.execute(sql, parameters=list(params) if params else None)
             table: pa.Table = cur.fetch_arrow_table()
         finally:
