@@ -177,9 +177,8 @@ def call_page(
     database_url: str, tenant: str, since_ns: int, until_ns: int, filters: Filters, limit: int
 ) -> list[dict[str, Any]]:
     """Newest ``limit`` calls matching ``filters`` (keys of ``CallFilter``), as call records."""
-    flt = store_queries.CallFilter(
-        since_unix_nano=since_ns, until_unix_nano=until_ns, **dict(filters)
-    )
+    extra: dict[str, Any] = dict(filters)  # string-valued CallFilter fields
+    flt = store_queries.CallFilter(since_unix_nano=since_ns, until_unix_nano=until_ns, **extra)
     with engine(database_url).connect() as conn:
         items, _ = store_queries.list_calls(conn, tenant, flt, limit=limit)
     return items
