@@ -31,14 +31,13 @@ from drift.distances import (
     smooth_shares,
     wasserstein_test,
 )
-from drift.multitest import benjamini_hochberg
 from drift.report import (
     DEFAULT_DRIFT_SHARE,
     DEFAULT_FDR_Q,
     LARGE_REFERENCE,
     DriftReport,
     Kind,
-    SignalResult,
+    assemble_report,
     run_test,
 )
 from drift.twosample import DEFAULT_DISTANCE_THRESHOLD, DEFAULT_MIN_SAMPLES, DriftResult
@@ -306,37 +305,7 @@ def column_report(
             raise ValueError(f"windows contains {key!r} twice")
         seen.add(key)
         raw.append((w, *_test(w, min_samples, large_n, rng, prepared.get(id(w)))))
-    family = [
-        i
-        for i, (_, res, _, _) in enumerate(raw)
-        if fdr_q is not None and res.score_kind == "pvalue" and res.pvalue is not None
-    ]
-    adjusted: dict[int, tuple[bool, float]] = {}
-    if fdr_q is not None and family:
-        bh = benjamini_hochberg([raw[i][1].pvalue for i in family], q=fdr_q)
-        for j, i in enumerate(family):
-            adjusted[i] = (bool(bh.rejected[j]), float(bh.adjusted[j]))  # type: ignore[arg-type]
-    results: list[SignalResult] = []
-    for i, (w, res, ref_nulls, cur_nulls) in enumerate(raw):
-        final, adj = res, None
-        if i in adjusted and fdr_q is not None:
-            rejected, adj = adjusted[i]
-            final = dataclasses.replace(res, drifted=rejected, threshold=fdr_q)
-        results.append(
-            SignalResult(w.signal, w.segment, w.kind, final, ref_nulls, cur_nulls, adj, res.drifted)
-        )
-    evaluated = [r for r in results if not r.result.insufficient_data]
-    n_drifted = sum(bool(r.drifted) for r in evaluated)
-    share = n_drifted / len(evaluated) if evaluated else None
-    return DriftReport(
-        results=tuple(results),
-        n_evaluated=len(evaluated),
-        n_drifted=n_drifted,
-        drift_share=share,
-        drift_share_threshold=drift_share,
-        dataset_drifted=None if share is None else share >= drift_share,
-        fdr_q=fdr_q,
-    )
+    return assemble_report(raw, fdr_q=fdr_q, drift_share=drift_share)
 
 
 def _num_summary(x: NDArray[np.float64]) -> dict[str, Any]:

@@ -335,9 +335,23 @@ def drift_report(
             res = apply_calibrated(res, w.calibration)
         raw.append((w, res, ref_nulls, cur_nulls))
 
+    return assemble_report(raw, fdr_q=fdr_q, drift_share=drift_share)
+
+
+def assemble_report(
+    raw: Sequence[tuple[Any, DriftResult, int, int]],
+    *,
+    fdr_q: float | None,
+    drift_share: float,
+) -> DriftReport:
+    """Benjamini-Hochberg across every p-value result of ``raw`` ((window, result, reference
+    nulls, current nulls) per signal x segment), then the dataset-level drift share over
+    evaluated results only (Evidently's DatasetDriftMetric; never NaN: None when nothing was
+    evaluated). Shared by :func:`drift_report` and :func:`drift.columnar.column_report`.
+    """
     family = [
         i
-        for i, (w, res, _, _) in enumerate(raw)
+        for i, (_, res, _, _) in enumerate(raw)
         if fdr_q is not None and res.score_kind == "pvalue" and res.pvalue is not None
     ]
     adjusted: dict[int, tuple[bool, float]] = {}
