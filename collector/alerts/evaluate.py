@@ -49,8 +49,10 @@ def _alert_labels(rule: AnyRule, labels: Mapping[str, str]) -> dict[str, str]:
     return {**labels, **rule.labels, "severity": rule.severity}
 
 
-def _annotations(rule: AnyRule, value: float | None, extra: Mapping[str, str]) -> dict[str, str]:
-    return {**rule.annotations, **extra, "summary": render_summary(rule, value)}
+def _annotations(
+    rule: AnyRule, value: float | None, extra: Mapping[str, str], labels: Mapping[str, str]
+) -> dict[str, str]:
+    return {**rule.annotations, **extra, "summary": render_summary(rule, value, labels)}
 
 
 def apply_series(
@@ -75,7 +77,7 @@ def apply_series(
                 for_s=rule.for_s,
                 resolve_for_s=rule.resolve_for_s,
                 value=smp.value,
-                annotations=_annotations(rule, smp.value, {}),
+                annotations=_annotations(rule, smp.value, {}, a.labels),
             )
         alerts[a.fingerprint] = a
     for fp, a in list(alerts.items()):
@@ -101,7 +103,7 @@ def apply_events(
             for_s=0.0,
             resolve_for_s=0.0,
             value=e.value,
-            annotations=_annotations(rule, e.value, e.annotations),
+            annotations=_annotations(rule, e.value, e.annotations, a.labels),
         )
     if rule.resolve_after_s is None:
         return

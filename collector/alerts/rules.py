@@ -86,7 +86,11 @@ class _RuleBase(BaseModel):
     name: str = Field(min_length=1, max_length=256)
     severity: Severity = "warning"
     summary: str = Field(
-        default="", description="Human text; {value} and {threshold} are substituted."
+        default="",
+        description=(
+            "Human text; {value}, {threshold} and {labels.<name>} (the alert's label, e.g. "
+            "{labels.rollout}) are substituted."
+        ),
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Added to every alert.")
     annotations: dict[str, str] = Field(default_factory=dict)
@@ -261,10 +265,20 @@ def event_breach(rule: EventRule, event: AlertEvent) -> Breach:
     return Breach.CLEAR if event.resolved else Breach.BREACHING
 
 
-def render_summary(rule: ThresholdRule | EventRule, value: float | None) -> str:
-    """The rule's summary with ``{value}`` / ``{threshold}`` filled (``n/a`` when unknown)."""
+_LABEL_REF = re.compile(r"\{labels\.([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def render_summary(
+    rule: ThresholdRule | EventRule,
+    value: float | None,
+    labels: Mapping[str, str] | None = None,
+) -> str:
+    """The rule's summary with ``{value}`` / ``{threshold}`` / ``{labels.<name>}`` filled
+    (``n/a`` when unknown), like Alertmanager's ``{{ $labels.name }}`` templates."""
     threshold = getattr(rule, "threshold", None)
     text = rule.summary or rule.name
-    return text.replace("{value}", "n/a" if value is None else f"{value:.4g}").replace(
+    text = text.replace("{value}", "n/a" if value is None else f"{value:.4g}").replace(
         "{threshold}", "n/a" if threshold is None else f"{threshold:.4g}"
     )
+    found = labels or {}
+    return _LABEL_REF.sub(lambda m: found.get(m.group(1), "n/a"), text)

@@ -13,6 +13,7 @@ import pytest
 from pydantic import SecretStr, ValidationError
 from standardwebhooks import Webhook
 
+from collector.alerts.evaluate import apply_events
 from collector.alerts.grouping import GroupState, Matcher, Silence, group_of, plan_group
 from collector.alerts.payloads import quote_meta, render
 from collector.alerts.receivers import Receiver
@@ -33,6 +34,7 @@ from collector.alerts.rules import (
     breach_of,
     event_breach,
     parse_rule,
+    render_summary,
 )
 from collector.alerts.signing import generate_secret, secret_key, sign, verify
 from collector.alerts.state import (
@@ -136,6 +138,28 @@ def test_event_rule_breach() -> None:
     assert event_breach(rule, replace(e, resolved=True)) is Breach.CLEAR
     assert event_breach(rule, replace(e, labels={"rollout": "r2"})) is Breach.UNKNOWN
     assert event_breach(rule, replace(e, kind="canary_promote")) is Breach.UNKNOWN
+
+
+def test_summary_fills_value_threshold_and_labels() -> None:
+    rule = EventRule(
+        name="rb",
+        event="canary_rollback",
+        summary="canary {labels.rollout} rolled back: {labels.candidate} at {value} %, {labels.x}",
+        receivers=("p",),
+    )
+    e = AlertEvent(
+        kind="canary_rollback",
+        at=T0,
+        labels={"rollout": "r1", "candidate": "lora-7"},
+        annotations={"reasons": "thumbs_down_rate worse"},
+        value=0.0,
+    )
+    alerts: dict[str, AlertState] = {}
+    apply_events(rule, alerts, [e], T0 + 1)
+    (a,) = alerts.values()
+    assert a.annotations["summary"] == "canary r1 rolled back: lora-7 at 0 %, n/a"
+    assert a.annotations["reasons"] == "thumbs_down_rate worse"
+    assert render_summary(rule, None) == "canary n/a rolled back: n/a at n/a %, n/a"
 
 
 def _firing(labels: dict[str, str], at: float = T0) -> AlertState:
