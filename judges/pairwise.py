@@ -101,16 +101,22 @@ async def _judge_order(
     max_tokens: int,
     seed: int | None,
     retry: RetryPolicy | None,
+    reasoning_max_chars: int | None = None,
 ) -> PairwiseJudgement:
     first, second = (baseline, candidate) if order == "baseline_first" else (candidate, baseline)
     completion = await complete(
         client,
         model=model,
         messages=pairwise_messages(
-            rubric, prompt=prompt, answer_a=first, answer_b=second, reference=reference
+            rubric,
+            prompt=prompt,
+            answer_a=first,
+            answer_b=second,
+            reference=reference,
+            reasoning_max_chars=reasoning_max_chars,
         ),
         schema_name=f"{rubric.name}_pairwise_verdict",
-        schema=pairwise_schema(),
+        schema=pairwise_schema(reasoning_max_chars),
         output_mode=output_mode,
         logprobs=False,
         max_tokens=max_tokens,
@@ -153,9 +159,11 @@ async def judge_pair(
     max_tokens: int = 1024,
     seed: int | None = None,
     retry: RetryPolicy | None = None,
+    reasoning_max_chars: int | None = None,
 ) -> PairwiseResult:
     """Judge ``baseline`` vs ``candidate`` (answers to the same ``prompt``) in both orders.
 
+    ``reasoning_max_chars`` caps each verdict's reasoning (see ``judges.prompts``).
     The two requests run concurrently. Raises ValueError naming the parameter for an empty
     ``model``, ``baseline`` or ``candidate``; JudgeParseError / JudgeUnavailableError /
     JudgeRequestError when either order fails (no partial verdict is returned).
@@ -183,6 +191,7 @@ async def judge_pair(
                 max_tokens=max_tokens,
                 seed=seed,
                 retry=retry,
+                reasoning_max_chars=reasoning_max_chars,
             )
             for order in orders
         ),

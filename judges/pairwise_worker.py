@@ -172,6 +172,7 @@ async def judge_rollout_pairs(
                 price=settings.price(),
                 max_tokens=settings.max_tokens,
                 retry=RetryPolicy(timeout_s=settings.timeout_s),
+                reasoning_max_chars=settings.reasoning_max_chars,
             )
             error = None
         except JudgeError as exc:

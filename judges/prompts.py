@@ -43,12 +43,27 @@ def _scale_text(rubric: Rubric) -> str:
     return "\n".join(lines)
 
 
-def pointwise_schema(rubric: Rubric) -> dict[str, Any]:
-    """JSON schema of a pointwise verdict whose score is restricted to the rubric's scale."""
+def _reasoning(max_chars: int | None) -> dict[str, Any]:
+    prop: dict[str, Any] = {"type": "string"}
+    if max_chars is not None:
+        prop["maxLength"] = max_chars
+    return prop
+
+
+def _reasoning_hint(max_chars: int | None) -> str:
+    return "" if max_chars is None else f" Keep the reasoning under {max_chars} characters."
+
+
+def pointwise_schema(rubric: Rubric, reasoning_max_chars: int | None = None) -> dict[str, Any]:
+    """JSON schema of a pointwise verdict whose score is restricted to the rubric's scale.
+
+    ``reasoning_max_chars`` adds ``maxLength`` to the reasoning (JSON Schema 2020-12 §6.3.1):
+    servers with grammar-constrained decoding (vLLM) then cannot ramble into ``max_tokens``.
+    """
     return {
         "type": "object",
         "properties": {
-            "reasoning": {"type": "string"},
+            "reasoning": _reasoning(reasoning_max_chars),
             "score": {
                 "anyOf": [
                     {"type": "integer", "enum": list(rubric.scale.scores)},
@@ -61,12 +76,12 @@ def pointwise_schema(rubric: Rubric) -> dict[str, Any]:
     }
 
 
-def pairwise_schema() -> dict[str, Any]:
-    """JSON schema of a pairwise verdict."""
+def pairwise_schema(reasoning_max_chars: int | None = None) -> dict[str, Any]:
+    """JSON schema of a pairwise verdict (``reasoning_max_chars`` as in pointwise_schema)."""
     return {
         "type": "object",
         "properties": {
-            "reasoning": {"type": "string"},
+            "reasoning": _reasoning(reasoning_max_chars),
             "winner": {"type": "string", "enum": ["A", "B", "tie"]},
         },
         "required": ["reasoning", "winner"],
@@ -82,7 +97,12 @@ def _inputs(prompt: str, reference: str | None) -> list[str]:
 
 
 def pointwise_messages(
-    rubric: Rubric, *, prompt: str, answer: str, reference: str | None
+    rubric: Rubric,
+    *,
+    prompt: str,
+    answer: str,
+    reference: str | None,
+    reasoning_max_chars: int | None = None,
 ) -> list[Message]:
     """Chat messages asking the judge to score ``answer`` to ``prompt`` under ``rubric``."""
     scores = ", ".join(str(s) for s in rubric.scale.scores)
@@ -94,7 +114,7 @@ def pointwise_messages(
         "If the inputs do not allow a judgement on this criterion, use null as the score.\n"
         "Respond with only a JSON object, no other text:\n"
         f'{{"reasoning": "<your step-by-step evaluation>", "score": <one of {scores}, or null>}}\n'
-        "Write the reasoning first, then the score."
+        "Write the reasoning first, then the score." + _reasoning_hint(reasoning_max_chars)
     )
     user = "\n\n".join(
         [*_inputs(prompt, reference), f"<answer>\n{answer}\n</answer>", "Evaluate the answer."]
@@ -103,7 +123,13 @@ def pointwise_messages(
 
 
 def pairwise_messages(
-    rubric: Rubric, *, prompt: str, answer_a: str, answer_b: str, reference: str | None
+    rubric: Rubric,
+    *,
+    prompt: str,
+    answer_a: str,
+    answer_b: str,
+    reference: str | None,
+    reasoning_max_chars: int | None = None,
 ) -> list[Message]:
     """Chat messages asking the judge which of two answers to the same prompt is better."""
     system = (
@@ -116,7 +142,7 @@ def pairwise_messages(
         "and their length must not influence you. Answer tie when they are equally good.\n"
         "Respond with only a JSON object, no other text:\n"
         '{"reasoning": "<your step-by-step comparison>", "winner": "A" | "B" | "tie"}\n'
-        "Write the reasoning first, then the winner."
+        "Write the reasoning first, then the winner." + _reasoning_hint(reasoning_max_chars)
     )
     user = "\n\n".join(
         [

@@ -80,12 +80,14 @@ async def judge_call(
     max_tokens: int = 1024,
     seed: int | None = None,
     retry: RetryPolicy | None = None,
+    reasoning_max_chars: int | None = None,
 ) -> JudgeResult:
     """Score ``answer`` to ``prompt`` with judge ``model`` under ``rubric``.
 
     ``reference`` overrides ``rubric.reference_answer``. ``output_mode``: ``auto`` negotiates the
     best structured output the server accepts; pin it to ``result.output_mode`` (and ``logprobs``
-    to ``result.logprobs_used``) on later calls to skip the negotiation.
+    to ``result.logprobs_used``) on later calls to skip the negotiation. ``reasoning_max_chars``
+    caps the verdict's reasoning (schema ``maxLength`` plus an instruction in the prompt).
 
     Raises ValueError naming the parameter (empty ``model`` / ``answer``, or a rubric that
     ``requires_reference`` without one); JudgeParseError (with ``raw_text``) when the output is
@@ -102,9 +104,15 @@ async def judge_call(
     completion = await complete(
         client,
         model=model,
-        messages=pointwise_messages(rubric, prompt=prompt, answer=answer, reference=reference),
+        messages=pointwise_messages(
+            rubric,
+            prompt=prompt,
+            answer=answer,
+            reference=reference,
+            reasoning_max_chars=reasoning_max_chars,
+        ),
         schema_name=f"{rubric.name}_verdict",
-        schema=pointwise_schema(rubric),
+        schema=pointwise_schema(rubric, reasoning_max_chars),
         output_mode=output_mode,
         logprobs=logprobs,
         top_logprobs=top_logprobs,

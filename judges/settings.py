@@ -90,6 +90,14 @@ class JudgeSettings(BaseSettings):
     max_tokens: int = Field(
         default=1024, ge=16, description="Judge output token limit per request."
     )
+    reasoning_max_chars: int | None = Field(
+        default=None,
+        ge=20,
+        description=(
+            "Cap on the verdict's reasoning (JSON-schema maxLength + prompt); small judges "
+            "otherwise ramble into max_tokens. None: no cap."
+        ),
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> JudgeSettings:

@@ -83,6 +83,7 @@ async def _judge_one(
                 price=settings.price(),
                 max_tokens=settings.max_tokens,
                 retry=RetryPolicy(timeout_s=settings.timeout_s),
+                reasoning_max_chars=settings.reasoning_max_chars,
             )
         except JudgeError as exc:
             log.warning("judging sample %s failed: %s", sample.id, exc)

@@ -89,6 +89,10 @@ def build_launch(settings: EngineSettings, *, gpu: bool, python: Path | None = N
     )
     if settings.enforce_eager:
         argv.append("--enforce-eager")
+    if not settings.structured_output_whitespace:
+        # JSON without free whitespace (xgrammar is vLLM's default backend; the option needs it)
+        structured = {"backend": "xgrammar", "disable_any_whitespace": True}
+        argv += ["--structured-outputs-config", json.dumps(structured, separators=(",", ":"))]
     if adapters:
         argv += [
             "--enable-lora",

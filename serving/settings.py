@@ -70,6 +70,14 @@ class EngineSettings(BaseSettings):
         default=True, description="--enforce-eager (CPU start-up is faster)."
     )
     prefix_caching: bool = Field(default=True, description="--enable-prefix-caching")
+    structured_output_whitespace: bool = Field(
+        default=False,
+        description=(
+            "Allow free whitespace inside JSON-schema constrained output; False passes "
+            "--structured-outputs-config disable_any_whitespace (small judges otherwise pad "
+            "with blanks until max_tokens)."
+        ),
+    )
     cpu_kv_cache_gib: int = Field(
         default=1, gt=0, description="VLLM_CPU_KVCACHE_SPACE on CPU (GiB)."
     )

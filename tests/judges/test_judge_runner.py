@@ -73,6 +73,7 @@ def test_json_schema_server_gets_a_strict_schema_and_result_records_everything(
     assert result.logprobs_used is False
     assert result.label == "helpful"
     assert result.explanation == "Answers the question directly and fully."
+
     assert (result.rubric_name, result.rubric_version) == ("helpfulness", "1")
     assert result.judge_model == "judge-model"
     assert result.response_model == "judge-model-2025"
@@ -81,6 +82,22 @@ def test_json_schema_server_gets_a_strict_schema_and_result_records_everything(
     assert result.latency_s > 0
     assert result.elapsed_s >= result.latency_s
     assert result.attempts == 1
+
+
+def test_reasoning_cap_reaches_schema_and_prompt(judge_server: FakeJudgeServer) -> None:
+    judge_server.handler = lambda body: Reply(body=completion(VERDICT))
+    run(_judge(judge_server, reasoning_max_chars=240))
+    (request,) = judge_server.requests
+    reasoning = request["response_format"]["json_schema"]["schema"]["properties"]["reasoning"]
+    assert reasoning == {"type": "string", "maxLength": 240}
+    assert "under 240 characters" in request["messages"][0]["content"]
+    judge_server.requests.clear()
+    run(_judge(judge_server))
+    (request,) = judge_server.requests
+    assert (
+        "maxLength"
+        not in request["response_format"]["json_schema"]["schema"]["properties"]["reasoning"]
+    )
 
 
 def test_json_object_only_server_falls_back(judge_server: FakeJudgeServer) -> None:

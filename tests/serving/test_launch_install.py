@@ -47,6 +47,10 @@ def test_cpu_launch_has_tracing_lora_prefix_caching_and_length(tmp_path: Path) -
     assert spec.env["VLLM_CACHE_ROOT"] == str(tmp_path / "vllm-cache")
     assert spec.url == "http://127.0.0.1:8123" and spec.device == "cpu"
     assert "--gpu-memory-utilization" not in argv
+    structured = json.loads(_arg(argv, "--structured-outputs-config"))
+    assert structured == {"backend": "xgrammar", "disable_any_whitespace": True}
+    relaxed = EngineSettings(state_dir=tmp_path, structured_output_whitespace=True)
+    assert "--structured-outputs-config" not in build_launch(relaxed, gpu=False).argv
 
 
 def test_gpu_http_tracing_and_no_lora(tmp_path: Path) -> None:
