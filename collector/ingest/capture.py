@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -17,7 +16,7 @@ from sqlalchemy.exc import OperationalError
 
 from collector.errors import StoreUnavailableError
 from collector.ingest.decode import SpanData
-from collector.redaction import redact
+from collector.redaction import redact_count
 from collector.store.models import Tenant
 
 MODES = ("none", "redacted", "full")
@@ -72,8 +71,7 @@ def _redact_value(value: Any) -> tuple[Any, int]:
     if isinstance(value, str):
         if not value:
             return value, 0
-        result = redact(value)
-        return result.text, result.counts.total if result.counts else 0
+        return redact_count(value)
     if isinstance(value, list):
         out, n = [], 0
         for v in value:
@@ -109,20 +107,55 @@ def apply_policy(span: SpanData, mode: str) -> tuple[SpanData, int | None]:
     (None when nothing was scanned: ``full`` or ``none``)."""
     if mode == "full":
         return span, None
-    if not any(is_content_key(k) for k in span.attributes) and not any(
-        e.get("name") in CONTENT_EVENTS for e in span.events
-    ):
-        return span, (0 if mode == "redacted" else None)
-    attrs, count = _apply(span.attributes, mode, everything=False)
-    events = []
+    attrs = span.attributes
+    keys = [k for k in attrs if k in CONTENT_KEYS or k.startswith(CONTENT_PREFIXES)]
+    content_events = False
     for e in span.events:
         if e.get("name") in CONTENT_EVENTS:
-            ev_attrs, n = _apply(e.get("attributes") or {}, mode, everything=True)
+            content_events = True
+            break
+    if not keys and not content_events:
+        return span, (0 if mode == "redacted" else None)
+    count = 0
+    # only the content keys are visited (a span has a dozen other attributes)
+    if mode == "none":
+        drop = set(keys)
+        stored = {k: v for k, v in attrs.items() if k not in drop}
+    else:
+        stored = dict(attrs)
+        for key in keys:
+            stored[key], n = _redact_value(attrs[key])
             count += n
-            events.append({**e, "attributes": ev_attrs})
-        else:
-            events.append(e)
-    return replace(span, attributes=attrs, events=events), (count if mode == "redacted" else None)
+    events = span.events
+    if content_events:
+        events = []
+        for e in span.events:
+            if e.get("name") in CONTENT_EVENTS:
+                ev_attrs, n = _apply(e.get("attributes") or {}, mode, everything=True)
+                count += n
+                events.append({**e, "attributes": ev_attrs})
+            else:
+                events.append(e)
+    else:
+        events = list(events)
+    out = SpanData(
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        parent_span_id=span.parent_span_id,
+        name=span.name,
+        kind=span.kind,
+        start_unix_nano=span.start_unix_nano,
+        end_unix_nano=span.end_unix_nano,
+        status_code=span.status_code,
+        status_message=span.status_message,
+        attributes=stored,
+        events=events,
+        links=span.links,
+        resource_attributes=span.resource_attributes,
+        scope_name=span.scope_name,
+        scope_version=span.scope_version,
+    )
+    return out, (count if mode == "redacted" else None)
 
 
 class CapturePolicies:

@@ -348,8 +348,13 @@ def llm_role(span: SpanData) -> str | None:
     return "client" if _operation(span, span.attributes)[1] else None
 
 
-def extract(span: SpanData, *, max_text_chars: int = 1_000_000) -> Extract | None:
+def extract(
+    span: SpanData, *, max_text_chars: int = 1_000_000, redactions: int | None = None
+) -> Extract | None:
     """Read the LLM-call facts of one span; None when the span is not an LLM call.
+
+    ``redactions`` is carried into :attr:`Extract.redactions` (the count made by the capture
+    policy before this span was read; None when its text was not scanned).
 
     Latency attributes equal to -1 are vLLM's "missing" sentinel (→ None); other negative or
     non-finite durations → None and the flag ``invalid_timing``. The span duration is used for
@@ -436,6 +441,7 @@ def extract(span: SpanData, *, max_text_chars: int = 1_000_000) -> Extract | Non
         output_text=_truncate(out_text, max_text_chars, flags),
         reported_cost_usd=cost if cost is not None and cost >= 0 else None,
         flags=frozenset(flags),
+        redactions=redactions,
     )
 
 

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -57,9 +57,7 @@ def prepare(
     for s in spans:
         try:
             stored, redactions = apply_policy(s, capture_mode)
-            ex = extract(stored, max_text_chars=max_text_chars)
-            if ex is not None and redactions is not None:
-                ex = replace(ex, redactions=redactions)
+            ex = extract(stored, max_text_chars=max_text_chars, redactions=redactions)
             items.append(Item(stored, ex))
         except Exception as exc:  # one bad span never loses its batch
             log.warning("span %s/%s could not be normalised: %r", s.trace_id, s.span_id, exc)
