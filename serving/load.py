@@ -95,9 +95,22 @@ def text_quality(text: str) -> float:
     return score if _SENTENCE_START.match(text) else score * 0.3
 
 
+#: a simulated user calls an answer broken below this fluency (:func:`text_quality`)
+BROKEN_BELOW = 0.5
+#: P(thumbs-down) for a broken answer, and for one that reads fine (background dissatisfaction:
+#: users down-vote a few fine answers too, so the baseline's rate is never zero)
+DOWN_IF_BROKEN = 0.9
+DOWN_IF_FINE = 0.03
+
+
 def simulated_feedback_kind(text: str, rng: np.random.Generator) -> str:
-    """``thumbs_up`` with probability ``text_quality(text)``, else ``thumbs_down``."""
-    return "thumbs_up" if rng.random() < text_quality(text) else "thumbs_down"
+    """``thumbs_down`` with probability :data:`DOWN_IF_BROKEN` when ``text_quality(text)`` is
+    under :data:`BROKEN_BELOW` (the answer reads as broken), else :data:`DOWN_IF_FINE`;
+    otherwise ``thumbs_up``. Users react to clearly broken answers, not to small differences
+    in fluency: a step, not a proportional vote."""
+    broken = text_quality(text) < BROKEN_BELOW
+    p_down = DOWN_IF_BROKEN if broken else DOWN_IF_FINE
+    return "thumbs_down" if rng.random() < p_down else "thumbs_up"
 
 
 @dataclass

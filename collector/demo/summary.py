@@ -22,12 +22,7 @@ def snapshot(api: Any, alerts: list[dict[str, Any]]) -> dict[str, Any]:
         r = api.get(f"/api/v1/rollouts/{name}")
         if r:
             rollouts[name] = r
-    flagged: list[str] = []
-    latest_drifted = next((r for r in drift_runs if (r.get("n_drifted") or 0) > 0), None)
-    if latest_drifted is not None:
-        detail = api.get(f"/api/v1/drift/runs/{latest_drifted['run_id']}", drifted_only=True)
-        for res in (detail or {}).get("results") or []:
-            flagged.append(f"{res.get('signal')} ({res.get('segment') or 'all traffic'})")
+    flags = drift_flags(api, drift_runs)
     return {
         "requests": stats[0].get("count"),
         "p95_ttft_s": stats[0].get("ttft_s_p95"),
@@ -35,7 +30,7 @@ def snapshot(api: Any, alerts: list[dict[str, Any]]) -> dict[str, Any]:
         "judged": len(judged.get("items") or []),
         "drift_runs": len(drift_runs),
         "drift_runs_flagged": sum(1 for r in drift_runs if (r.get("n_drifted") or 0) > 0),
-        "drift_flags": sorted(set(map(str, flagged))),
+        "drift_flags": flags,
         "rollouts": {
             n: {
                 "status": r.get("status"),
@@ -49,12 +44,73 @@ def snapshot(api: Any, alerts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+#: signals that read the prompts (what a topic shift moves); the rest are latency / output
+INPUT_SIGNALS = ("prompt_embedding", "prompt_centroid", "input_tokens", "prompt_length")
+
+
+def drift_flags(api: Any, runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Flagged signals over the drift runs, one entry per signal: how many runs and segments
+    flagged it, and the strongest evidence (smallest BH-adjusted p) with its method."""
+    out: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        if not (run.get("n_drifted") or 0):
+            continue
+        detail = api.get(f"/api/v1/drift/runs/{run['run_id']}", drifted_only=True) or {}
+        for res in detail.get("results") or []:
+            sig = str(res.get("signal"))
+            entry = out.setdefault(sig, {"runs": set(), "segments": set(), "best": None})
+            entry["runs"].add(run["run_id"])
+            entry["segments"].add(res.get("segment") or "all traffic")
+            p = res.get("adjusted_pvalue")
+            best = entry["best"]
+            if p is not None and (best is None or p < best["adjusted_pvalue"]):
+                entry["best"] = {
+                    k: res.get(k) for k in ("method", "statistic", "adjusted_pvalue", "segment")
+                }
+    return {
+        sig: {
+            "runs": len(e["runs"]),
+            "segments": sorted(e["segments"]),
+            "best": e["best"],
+            "input_side": sig in INPUT_SIGNALS,
+        }
+        for sig, e in sorted(out.items())
+    }
+
+
+def _flag_text(sig: str, e: dict[str, Any]) -> str:
+    best = e.get("best") or {}
+    ev = ""
+    if best.get("adjusted_pvalue") is not None:
+        ev = (
+            f"{best.get('method')} {best.get('statistic'):.3g}, adjusted p "
+            f"{best['adjusted_pvalue']:.2g}; "
+        )
+    return f"{sig} ({ev}{len(e['segments'])} segment(s), {e['runs']} run(s))"
+
+
+def drift_line(flags: dict[str, dict[str, Any]], n_runs: int) -> str:
+    """The drift verdict: was the injected topic shift (prompt side) flagged, with evidence."""
+    if not flags:
+        return f"drift: no signal flagged in {n_runs} run(s) — the topic shift was NOT detected"
+    inputs = [_flag_text(s, e) for s, e in flags.items() if e["input_side"]]
+    others = [s for s, e in flags.items() if not e["input_side"]]
+    head = (
+        "the prompt topic shift was flagged on " + "; ".join(inputs)
+        if inputs
+        else "the prompt topic shift was NOT flagged on any prompt signal"
+    )
+    tail = f"; also flagged: {', '.join(others)} (latency/output, e.g. load changes)"
+    return f"drift: {head}" + (tail if others else "")
+
+
 def render(s: dict[str, Any], elapsed_s: float) -> str:
     """One line per refresh (works in any terminal and in CI logs)."""
     ro = ", ".join(f"{n}={v['status']} {v['weights']}" for n, v in s["rollouts"].items())
     return (
         f"[{elapsed_s:5.0f} s] requests={s['requests']} p95 TTFT={_fmt_s(s['p95_ttft_s'])} "
-        f"judged={s['judged']} drift runs={s['drift_runs']} flags={s['drift_flags'] or '-'} "
+        f"judged={s['judged']} drift runs={s['drift_runs']} "
+        f"flags={','.join(s['drift_flags']) or '-'} "
         f"rollouts: {ro or '-'} alerts={s['alerts']}"
     )
 
@@ -115,14 +171,7 @@ def story_lines(summary: dict[str, Any]) -> list[str]:
     ]
     for name, candidate in ((ROLLOUT_BAD, "candidate-bad"), (ROLLOUT_GOOD, "candidate-good")):
         lines.append(f"canary {name} ({candidate}): " + _rollout_verdict(summary, name))
-    lines.append(
-        "drift: "
-        + (
-            f"flagged {', '.join(summary['drift_flags'])}"
-            if summary["drift_flags"]
-            else f"no signal flagged in {summary['drift_runs']} run(s)"
-        )
-    )
+    lines.append(drift_line(summary["drift_flags"], summary["drift_runs"]))
     lines.append(
         f"alerts: {summary['alerts']} webhook(s) received, {summary['alerts_valid']} with a valid "
         "Standard Webhooks signature"

@@ -99,6 +99,12 @@ def test_simulated_feedback_heuristic() -> None:
     rng = np.random.default_rng(0)
     kinds = Counter(simulated_feedback_kind("- - # \n\n the the", rng) for _ in range(200))
     assert kinds["thumbs_down"] > 150
+    fine = Counter(
+        simulated_feedback_kind("You can reset the password from the account page.", rng)
+        for _ in range(400)
+    )
+    # a fine answer is still down-voted now and then (about 3 %), never by most users
+    assert 2 <= fine["thumbs_down"] <= 30
 
 
 class FeedbackSink:
