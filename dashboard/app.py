@@ -1,7 +1,7 @@
 """The driftline dashboard: a Streamlit multipage app (``streamlit run dashboard/app.py``).
 
 Started by ``driftline dashboard``; settings come from ``DRIFTLINE_*`` (see
-:mod:`dashboard.settings`). Each page is a script under ``dashboard/pages`` that reads its data
+:mod:`dashboard.settings`). Each page is a script under ``dashboard/views`` that reads its data
 through :mod:`dashboard.data`.
 """
 
@@ -11,7 +11,9 @@ from pathlib import Path
 
 import streamlit as st
 
-PAGES_DIR = Path(__file__).resolve().parent / "pages"
+#: not ``pages/``: Streamlit would also auto-discover that folder (its older multipage mode),
+#: and a deep link such as /canary opened before st.navigation ran showed that menu instead
+PAGES_DIR = Path(__file__).resolve().parent / "views"
 #: (file, title, icon), in menu order; the first is the default page.
 PAGES: tuple[tuple[str, str, str], ...] = (
     ("overview.py", "Overview", ":material/monitoring:"),
@@ -35,4 +37,6 @@ def main() -> None:
     st.navigation(pages).run()
 
 
-main()
+# ``streamlit run`` executes this file as __main__; importing it (for PAGES) runs nothing
+if __name__ == "__main__":
+    main()

@@ -112,10 +112,12 @@ def confidence_sequences(
     """Each policy metric's anytime-valid confidence sequence at ``looks`` evenly spaced times
     from the rollout's start to ``until_ns``.
 
-    Columns: time, metric, role, estimate (candidate − baseline, metric units), ci_lower,
-    ci_upper (the (1 − alpha) confidence sequence of the harm test; Howard et al. 2021 /
-    ``drift.sequential``), e_value, threshold (the Bonferroni e-value bar), status, n_baseline,
-    n_candidate. Looks before any data give no rows.
+    Columns: time, metric, role, estimate (the tested contrast ``candidate − c × baseline``,
+    metric units; ``c = 1 + margin`` for a relative margin, else 1), ci_lower, ci_upper (the
+    (1 − alpha) confidence sequence of the harm test; Howard et al. 2021 /
+    ``drift.sequential``), null_value (the tolerated-harm boundary of the contrast: the margin
+    for an absolute margin, 0 for a relative one), e_value, threshold (the Bonferroni e-value
+    bar), status, n_baseline, n_candidate. Looks before any data give no rows.
     """
     store = importlib.import_module("drift.canary_store")
     jobs = importlib.import_module("drift.canary_jobs")
@@ -142,6 +144,7 @@ def confidence_sequences(
                     "estimate": test.statistic,
                     "ci_lower": test.ci_lower,
                     "ci_upper": test.ci_upper,
+                    "null_value": test.null_value,
                     "e_value": m.harm.e_value if m.harm else None,
                     "threshold": ev.threshold,
                     "status": str(m.status),

@@ -113,6 +113,20 @@ def wait_rendered(b: object, title: str, timeout_s: float = 60) -> None:
     raise AssertionError(f"page {title!r} did not render in {timeout_s} s")
 
 
+def test_deep_link_on_a_fresh_server_keeps_the_menu(dashboard_url: str, browser: object) -> None:
+    """The first session of a just-started dashboard opens /canary (a bookmark, a reconnecting
+    tab): it must get the app's own menu, not Streamlit's auto-discovered file list. Runs
+    first in this module, while the server is fresh."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{dashboard_url}/canary")  # type: ignore[attr-defined]
+    wait_rendered(browser, "Canary")
+    nav = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stSidebarNav"] a')  # type: ignore[attr-defined]
+    labels = [a.text.splitlines()[-1] for a in nav if a.text]  # icon name, then label
+    assert "Overview" in labels and "Calls explorer" in labels, labels
+    assert "app" not in labels, labels
+
+
 @pytest.mark.parametrize(("file", "title"), [(f, t) for f, t, _ in PAGES])
 def test_page_in_chromium(dashboard_url: str, browser: object, file: str, title: str) -> None:
     from selenium.webdriver.common.by import By

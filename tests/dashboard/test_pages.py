@@ -28,7 +28,7 @@ def open_page(monkeypatch: pytest.MonkeyPatch, url: str, page: str) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=120)
     at.run()
     if page != "overview":
-        at.switch_page(f"pages/{page}.py")
+        at.switch_page(f"views/{page}.py")
         at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

@@ -56,7 +56,10 @@ if cs.empty:
     ui.no_data("evidence", "No call of this rollout has arrived since it started.")
 else:
     names = sorted(cs["metric"].unique())
-    first = "ttft_s" if "ttft_s" in names else names[0]
+    # open on the metric that decided (named first in the reasons), else TTFT
+    reasons = [str(x) for x in (r["last_reasons"] or [])]
+    deciding = [n for x in reasons for n in names if x.startswith(f"{n}:")]
+    first = deciding[0] if deciding else ("ttft_s" if "ttft_s" in names else names[0])
     metric = st.selectbox("Metric", names, index=names.index(first), key="canary_metric")
     m = cs[cs["metric"] == metric].dropna(subset=["estimate"])
     band = (
@@ -64,7 +67,7 @@ else:
         .mark_area(opacity=0.25)
         .encode(
             x=alt.X("time:T", axis=charts.TIME_AXIS),
-            y=alt.Y("ci_lower:Q", title=f"{metric}: candidate − baseline (metric unit)"),
+            y=alt.Y("ci_lower:Q", title=f"{metric}: candidate − c × baseline (metric unit)"),
             y2="ci_upper:Q",
         )
     )
@@ -84,9 +87,14 @@ else:
             ],
         )
     )
-    zero = alt.Chart(m.head(1)).mark_rule(strokeDash=[4, 4]).encode(y=alt.datum(0))
-    charts.show((band + est + zero).properties(height=280))
-    st.caption("Band: (1 − α) confidence sequence of the harm test; valid at every look.")
+    null = float(m["null_value"].iloc[0]) if not m.empty else 0.0
+    bound = alt.Chart(m.head(1)).mark_rule(strokeDash=[4, 4]).encode(y=alt.datum(null))
+    charts.show((band + est + bound).properties(height=280))
+    st.caption(
+        "Band: (1 − α) confidence sequence of the harm test; valid at every look. Dashed line: "
+        f"the tolerated harm ({null:g}); c = 1 + margin for a relative margin, else 1. "
+        "Band above the line: worse than tolerated (rollback)."
+    )
     st.dataframe(cs[cs["time"] == cs["time"].max()], hide_index=True)
 
 st.subheader("Audit log")
