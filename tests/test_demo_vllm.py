@@ -75,6 +75,10 @@ def test_demo_headless_on_real_vllm(tmp_path: Path) -> None:
         "SELECT COUNT(*) FROM rollouts WHERE last_action IS NOT NULL"
     ).fetchone()[0]
     assert evaluated >= 1  # the canary engine decided (hold/promote/rollback/inconclusive)
+    # both rollouts ran (the canary and the A/B test); their verdicts are in the summary,
+    # whichever way the statistics went
+    assert set(summary["rollouts"]) == {"support-assistant", "support-assistant-v2"}
+    assert "canary support-assistant-v2 (candidate-good):" in out.stdout
     alerts = [
         json.loads(line) for line in (data / "logs" / "alerts.jsonl").read_text().splitlines()
     ]

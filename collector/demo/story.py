@@ -33,7 +33,7 @@ SHIFT = "complaint=3,technical=3,product=2"
 #: canary steps (%). The risky candidate starts as a 10 % canary; the second one is an A/B test
 #: at 50 %: showing *non-inferiority* (no worse than the margin) needs far more votes than showing
 #: harm (~100 thumbs votes here, measured), which a 10 % share of what two CPU cores serve while
-#: a LoRA adapter is in the batch (~1.7 req/s at 24 tokens) does not give in five minutes
+#: a LoRA adapter is in the batch (~2.2 req/s at 16 tokens) does not give in five minutes
 BAD_STEPS = (10.0, 50.0, 100.0)
 GOOD_STEPS = (50.0, 100.0)
 #: the A/B rollout starts this long after the traffic (s), on its own share of the load
@@ -50,8 +50,8 @@ class DemoConfig:
     duration_s: float | None
     headless: bool
     rate: float = 1.5
-    concurrency: int = 4
-    max_tokens: int = 24
+    concurrency: int = 6
+    max_tokens: int = 16
     seed: int = 0
     http_port: int = 4318
     grpc_port: int = 4317
@@ -95,8 +95,8 @@ def collector_env(cfg: DemoConfig, receivers_file: Path) -> dict[str, str]:
         "DRIFTLINE_JUDGE_MODEL": BASE_MODEL,
         "DRIFTLINE_JUDGE_API_KEY": "not-needed",
         # a judge call costs a few answers of engine time: sample, do not judge everything
-        "DRIFTLINE_JUDGE_BASE_RATE": "0.1",
-        "DRIFTLINE_JUDGE_CANDIDATE_RATE": "0.5",
+        "DRIFTLINE_JUDGE_BASE_RATE": "0.05",
+        "DRIFTLINE_JUDGE_CANDIDATE_RATE": "0.25",
         "DRIFTLINE_JUDGE_SETTLE_S": "5",
         "DRIFTLINE_JUDGE_INTERVAL_S": "10",
         "DRIFTLINE_JUDGE_CONCURRENCY": "2",
