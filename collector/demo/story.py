@@ -136,7 +136,7 @@ def rollout_body(name: str, candidate: str, steps_pct: tuple[float, ...]) -> dic
             # quality must be shown, not assumed: without it a fast but broken adapter would
             # be promoted on latency alone (users' thumbs-down is the demo's quality signal).
             # 20 points tolerated: with ~100 votes a tighter margin cannot be shown either way
-            # (the broken adapter is ~80 points worse, so it is still caught within a minute)
+            # (the broken adapter is ~80 points worse: ~8 votes suffice to roll it back)
             {"name": "thumbs_down_rate", "margin": 0.2},
             {"name": "error_rate", "margin": 0.5, "relative": True, "required": False},
         ],
