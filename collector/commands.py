@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import click
@@ -44,9 +45,30 @@ def collector(
         f"(docs /docs), OTLP/gRPC {settings.host}:{settings.grpc_port}, "
         f"store {settings.database_url}"
     )
+    tune_gc()
     uvicorn.run(
         app, host=settings.host, port=settings.http_port, log_level=log_level, access_log=False
     )
+
+
+#: generation-0 threshold of the collector process (CPython's default is 700 allocations)
+GC_GEN0_THRESHOLD = 50_000
+
+
+def tune_gc() -> None:
+    """Garbage-collector settings of the long-running collector process.
+
+    Every span is a dozen container objects that live until its batch commits, so with the
+    default thresholds (700, 10, 10) each one is traversed by several young collections, and
+    every full collection walks the ~250k objects of the imported libraries as well. Freezing
+    the start-up objects (``gc.freeze``: never traversed again) and collecting young objects
+    every 50k allocations instead of 700 leaves reference counting to free everything that is
+    not in a cycle, as before. Measured with ``benchmarks/ingest.py`` (40k spans, thread CPU
+    time in ``gc.callbacks``): the cyclic GC took 2.7 s of the collector's ~17 s; now 0.9 s.
+    """
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
 @click.group("db")

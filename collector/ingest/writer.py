@@ -65,29 +65,53 @@ def prepare(
     return items, errors
 
 
+_SPAN_ROW_ORDER = (
+    "tenant",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "kind",
+    "service_name",
+    "scope_name",
+    "scope_version",
+    "start_unix_nano",
+    "end_unix_nano",
+    "status_code",
+    "status_message",
+    "attributes",
+    "resource_attributes",
+    "events",
+    "links",
+    "llm_role",
+    "received_unix_nano",
+)
+assert SPAN_COLUMNS == _SPAN_ROW_ORDER, "_span_row no longer matches the spans table"
+
+
 def _span_row(s: SpanData, tenant: str, role: str | None, received: int) -> tuple[object, ...]:
-    values = {
-        "tenant": tenant,
-        "trace_id": s.trace_id,
-        "span_id": s.span_id,
-        "parent_span_id": s.parent_span_id,
-        "name": s.name,
-        "kind": s.kind,
-        "service_name": s.service_name,
-        "scope_name": s.scope_name,
-        "scope_version": s.scope_version,
-        "start_unix_nano": s.start_unix_nano,
-        "end_unix_nano": s.end_unix_nano,
-        "status_code": s.status_code,
-        "status_message": s.status_message,
-        "attributes": s.attributes,
-        "resource_attributes": s.resource_attributes,
-        "events": s.events,
-        "links": s.links,
-        "llm_role": role,
-        "received_unix_nano": received,
-    }
-    return tuple(values[c] for c in SPAN_COLUMNS)
+    """A ``spans`` row in ``SPAN_COLUMNS`` order."""
+    return (
+        tenant,
+        s.trace_id,
+        s.span_id,
+        s.parent_span_id,
+        s.name,
+        s.kind,
+        s.service_name,
+        s.scope_name,
+        s.scope_version,
+        s.start_unix_nano,
+        s.end_unix_nano,
+        s.status_code,
+        s.status_message,
+        s.attributes,
+        s.resource_attributes,
+        s.events,
+        s.links,
+        role,
+        received,
+    )
 
 
 _call_row: Callable[[CallRecord], tuple[object, ...]] = operator.attrgetter(*CALL_COLUMNS)
