@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -115,6 +116,10 @@ def run_replay(
         procs.stop()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @click.command("demo")
 @click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
 @click.option("--headless", is_flag=True, help="No live screen; print a summary and exit 0.")
@@ -147,6 +152,8 @@ def demo(
     receiver_port: int,
 ) -> None:
     """Run driftline end to end on its embedded default (Ctrl-C stops everything)."""
+    # `kill` / a CI timeout (SIGTERM) stops the children like Ctrl-C does: no orphans
+    signal.signal(signal.SIGTERM, _interrupt)
     if replay:
         run_replay(data_dir, duration, headless, rate or 5.0, seed, http_port, grpc_port)
         return
