@@ -43,5 +43,10 @@ class NotFoundError(CollectorError):
     """A requested resource does not exist for this tenant (HTTP 404)."""
 
 
+class ConflictError(CollectorError):
+    """The request conflicts with the resource's current state (HTTP 409): it already exists,
+    or its status does not allow the change, or it changed since it was read."""
+
+
 class BadRequestError(CollectorError):
     """A client request is invalid (HTTP 400); the message says why."""

@@ -38,7 +38,7 @@ from collector.alerts.signing import generate_secret
 from collector.alerts.state import AlertStatus
 from collector.api.calls import parse_time
 from collector.api.deps import AdminTenant, AppState, ReadTenant, State
-from collector.errors import BadRequestError
+from collector.errors import BadRequestError, ConflictError
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
 MAX_PAGE = 1000
@@ -153,7 +153,7 @@ def create_rule(
     rule, enabled = _parse_rule_body(body)
     with Session(state.engine) as s, s.begin():
         if admin.rule_exists(s, tenant, rule.name):
-            raise BadRequestError(f"rule {rule.name!r} already exists; use PUT to replace it")
+            raise ConflictError(f"rule {rule.name!r} already exists; use PUT to replace it")
         store.save_rule(s, tenant, rule, enabled=enabled, now=time.time())
     with Session(state.engine) as s:
         return _rule_dict(admin.get_rule(s, tenant, rule.name))
@@ -245,7 +245,7 @@ def create_receiver(state: State, tenant: AdminTenant, body: ReceiverBody) -> di
     r = _build_receiver(tenant, body.name, body, secret, None)
     with Session(state.engine) as s, s.begin():
         if store.load_db_receiver(s, tenant, body.name) is not None:
-            raise BadRequestError(f"receiver {body.name!r} already exists; use PUT to change it")
+            raise ConflictError(f"receiver {body.name!r} already exists; use PUT to change it")
         store.save_receiver(s, r, now=time.time())
     out = receiver_to_dict(r, "api")
     if generated is not None:

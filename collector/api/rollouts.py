@@ -32,14 +32,17 @@ from pydantic import BaseModel, Field
 
 from collector.api.deps import AdminTenant, CurrentPrincipal, ReadTenant, State, get_principal
 from collector.auth import ForbiddenError, Principal
-from collector.errors import BadRequestError, NotFoundError
+from collector.errors import BadRequestError, CollectorError, ConflictError, NotFoundError
 from drift.canary import Direction, MetricKind, MetricPolicy, RolloutPolicy, default_metrics
 from drift.canary_jobs import evaluate_rollout, override_rollout
 from drift.canary_observe import check_metric_source
 from drift.canary_store import (
+    RolloutConflictError,
     RolloutError,
+    RolloutExistsError,
     RolloutNotFoundError,
     RolloutRecord,
+    RolloutStateError,
     create_rollout,
     get_rollout,
     list_decisions,
@@ -198,6 +201,16 @@ def _get(state: State, tenant: str, name: str) -> RolloutRecord:
         raise NotFoundError(str(exc)) from None
 
 
+def _client_error(exc: Exception) -> CollectorError:
+    """409 for a state conflict (exists, wrong status, concurrent change), 404 for a missing
+    rollout, else 400."""
+    if isinstance(exc, RolloutExistsError | RolloutStateError | RolloutConflictError):
+        return ConflictError(str(exc))
+    if isinstance(exc, RolloutNotFoundError):
+        return NotFoundError(str(exc))
+    return BadRequestError(str(exc))
+
+
 @router.post("/rollouts", status_code=201, summary="Start a canary / A-B rollout")
 def post_rollout(
     state: State, tenant: AdminTenant, principal: CurrentPrincipal, body: RolloutIn
@@ -210,7 +223,7 @@ def post_rollout(
             state.engine, tenant, policy, actor=_actor(principal), now=dt.datetime.now(dt.UTC)
         )
     except (ValueError, RolloutError) as exc:
-        raise BadRequestError(str(exc)) from None
+        raise _client_error(exc) from None
     return JSONResponse(rollout_view(record, evidence=True), status_code=201)
 
 
@@ -264,7 +277,7 @@ def post_evaluate(
             apply=apply,
         )
     except (ValueError, RolloutError) as exc:
-        raise BadRequestError(str(exc)) from None
+        raise _client_error(exc) from None
     return {
         "decision": outcome.decision.action.value,
         "reasons": list(outcome.decision.reasons),
@@ -291,7 +304,7 @@ def post_override(
             now=dt.datetime.now(dt.UTC),
         )
     except (ValueError, RolloutError) as exc:
-        raise BadRequestError(str(exc)) from None
+        raise _client_error(exc) from None
     return {"decision_id": decision_id, "rollout": rollout_view(record, evidence=False)}
 
 

@@ -46,7 +46,7 @@ def test_create_defaults_list_and_read(client: TestClient) -> None:
         "reasons": [],
         "evidence": None,
     }
-    assert client.post("/api/v1/rollouts", json=BODY).status_code == 400  # exists
+    assert client.post("/api/v1/rollouts", json=BODY).status_code == 409  # exists
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ def test_overrides_are_audited_and_move_weights(client: TestClient) -> None:
             "/api/v1/rollouts/bot/override", json={"action": action, "reason": reason}
         )
 
-    assert override("resume").status_code == 400  # not paused
+    assert override("resume").status_code == 409  # not paused
     assert override("pause", "").status_code == 400  # a reason is required
     paused = override("pause").json()["rollout"]
     assert paused["status"] == "paused" and paused["version"] == 2
@@ -96,7 +96,7 @@ def test_overrides_are_audited_and_move_weights(client: TestClient) -> None:
     assert w == {"rollout": "bot", "weights": {"base": 0.5, "lora-a": 0.5}, "version": 4}
     aborted = override("abort", "pager went off").json()["rollout"]
     assert aborted["status"] == "aborted" and aborted["weights"] == {"base": 1.0, "lora-a": 0.0}
-    assert override("resume").status_code == 400  # finished
+    assert override("resume").status_code == 409  # finished
     audit = client.get("/api/v1/rollouts/bot/decisions").json()["items"]
     assert [a["action"] for a in audit] == ["abort", "promote", "resume", "pause", "create"]
     assert audit[0]["reasons"] == ["manual abort: pager went off"]
@@ -187,6 +187,6 @@ def test_cli_against_a_live_collector(live_collector: LiveCollector) -> None:
     out = runner.invoke(canary, ["status", "bot", "--json", *url])
     assert out.exit_code == 0 and '"status": "aborted"' in out.output
     out = runner.invoke(canary, ["pause", "bot", "--reason", "x", *url])
-    assert out.exit_code == 1 and "HTTP 400" in out.output and "aborted" in out.output
+    assert out.exit_code == 1 and "HTTP 409" in out.output and "aborted" in out.output
     out = runner.invoke(canary, ["status", "nope", *url])
     assert out.exit_code == 1 and "HTTP 404" in out.output

@@ -79,7 +79,7 @@ def test_rules_crud_and_validation(api: TestClient) -> None:
     r = api.post("/api/v1/alerts/rules", json=RULE)
     assert r.status_code == 201, r.text
     assert r.json()["enabled"] is True and r.json()["threshold"] == 2.0
-    assert api.post("/api/v1/alerts/rules", json=RULE).status_code == 400  # exists
+    assert api.post("/api/v1/alerts/rules", json=RULE).status_code == 409  # exists
     items = api.get("/api/v1/alerts/rules").json()["items"]
     assert [i["name"] for i in items] == ["ttft_p99_high"]
     r = api.put(
@@ -113,7 +113,7 @@ def test_receiver_secret_is_returned_once_and_rotates(api: TestClient) -> None:
         assert resp.status_code == 200
         assert first not in resp.text and "whsec_" not in resp.text and "hunter2" not in resp.text
     assert api.get("/api/v1/alerts/receivers/oncall").json()["header_names"] == ["authorization"]
-    assert api.post("/api/v1/alerts/receivers", json=body).status_code == 400  # exists
+    assert api.post("/api/v1/alerts/receivers", json=body).status_code == 409  # exists
     r = api.post("/api/v1/alerts/receivers/oncall/rotate-secret", json={"grace_s": 600})
     assert r.status_code == 200
     second = r.json()["secret"]
