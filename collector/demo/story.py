@@ -40,6 +40,8 @@ GOOD_STEPS = (50.0, 100.0)
 GOOD_START_S = 20.0
 #: share of ``--rate`` sent to the A/B rollout; the canary gets the rest
 GOOD_LOAD_SHARE = 0.4
+#: seconds between the end of the traffic and the summary (spans, decisions and alerts land)
+DRAIN_S = 15.0
 
 
 @dataclass
@@ -114,6 +116,8 @@ def collector_env(cfg: DemoConfig, receivers_file: Path) -> dict[str, str]:
         "DRIFTLINE_CANARY_INTERVAL_S": "10",
         "DRIFTLINE_CANARY_BUCKET_S": "30",
         "DRIFTLINE_ALERT_RECEIVERS_FILE": str(receivers_file),
+        # the demo compresses time: evaluate alert rules every 5 s (production: 15 s)
+        "DRIFTLINE_ALERT_EVAL_INTERVAL_S": "5",
     }
 
 
@@ -418,7 +422,10 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
                 else:
                     _step(f"creating rollout {ROLLOUT_GOOD} failed: {r.text}")
                 second_started = True
-        time.sleep(3)
+        # drain: vLLM exports spans in ~5 s batches, the canary job runs every 10 s and an
+        # alert waits group_wait (5 s) before it is sent; let what already happened land
+        procs.stop_matching("load")
+        time.sleep(DRAIN_S)
         return final_summary(api, alerts, time.time() - t0)
     finally:
         procs.stop()
