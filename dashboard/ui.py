@@ -146,7 +146,8 @@ def no_data(what: str, why: str) -> None:
 
 
 def fmt(value: float | None, unit: str, digits: int = 3) -> str:
-    """``1.234 s`` / ``12 %`` / ``$0.0123``; ``–`` when unknown."""
+    """``1.234 s`` / ``12 %`` / ``$0.0123``; ``–`` when unknown. ``ms`` takes seconds and shows
+    ``850 ms`` below one second, ``2.15 s`` from one second on (a card stays readable)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if unit == "%":
@@ -154,5 +155,5 @@ def fmt(value: float | None, unit: str, digits: int = 3) -> str:
     if unit == "USD":
         return f"${value:,.{max(digits, 2)}f}"
     if unit == "ms":
-        return f"{value * 1000:,.0f} ms"
+        return f"{value * 1000:,.0f} ms" if abs(value) < 1 else f"{value:,.3g} s"
     return f"{value:,.{digits}g} {unit}".strip()

@@ -53,11 +53,6 @@ class Processes:
                     f"{name} exited with code {proc.returncode}; see {self.log_dir}/{name}.log"
                 )
 
-    def stop_matching(self, prefix: str) -> None:
-        """Stop every child whose name starts with ``prefix`` (e.g. the load generators)."""
-        for name in {n for n, _ in self.procs if n.startswith(prefix)}:
-            self.stop(name)
-
     def stop(self, name: str | None = None) -> None:
         """Stop one child (by name) or all, newest first: SIGTERM, then SIGKILL after 20 s."""
         targets = [(n, p) for n, p in reversed(self.procs) if name is None or n == name]

@@ -423,8 +423,8 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
                     _step(f"creating rollout {ROLLOUT_GOOD} failed: {r.text}")
                 second_started = True
         # drain: vLLM exports spans in ~5 s batches, the canary job runs every 10 s and an
-        # alert waits group_wait (5 s) before it is sent; let what already happened land
-        procs.stop_matching("load")
+        # alert waits group_wait (5 s) before it is sent; let what already happened land (the
+        # load generators finish their last requests; stopping them would cancel answers)
         time.sleep(DRAIN_S)
         return final_summary(api, alerts, time.time() - t0)
     finally:

@@ -1,0 +1,107 @@
+"""Run the dashboard and look at it in headless Chromium: shared by the browser tests and
+``docs/screenshots.py``. Needs the Debian packages ``chromium`` + ``chromium-driver`` and the
+``selenium`` dev dependency (imported lazily, so the dashboard itself never needs them)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+
+def chromium() -> tuple[str, str]:
+    """Paths of the Chromium binary and its driver.
+
+    Raises:
+        RuntimeError: either is missing (naming the Debian packages to install).
+    """
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not (browser and driver):
+        raise RuntimeError("install Debian packages chromium and chromium-driver")
+    return browser, driver
+
+
+@contextmanager
+def serve(
+    database_url: str, port: int, log: IO[bytes] | None = None, timeout_s: float = 60
+) -> Iterator[str]:
+    """``driftline dashboard --dev`` on 127.0.0.1:``port`` against ``database_url``; yields its
+    base URL once ``/_stcore/health`` answers, stops its process group on exit.
+
+    Raises:
+        RuntimeError: the dashboard exited or did not answer within ``timeout_s`` seconds.
+    """
+    env = {**os.environ, "DRIFTLINE_DATABASE_URL": database_url}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "collector.cli", "dashboard", "--dev", "--port", str(port)],
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=log or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if httpx.get(f"{base}/_stcore/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the dashboard did not start")
+            time.sleep(0.3)
+        yield base
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+
+
+@contextmanager
+def browser(window: str = "1400,1000") -> Iterator[Any]:
+    """A headless Chromium (selenium WebDriver) with a ``width,height`` window."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver = chromium()
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
+        opts.add_argument(arg)
+    opts.add_argument(f"--window-size={window}")
+    b = webdriver.Chrome(service=Service(driver), options=opts)
+    try:
+        yield b
+    finally:
+        b.quit()
+
+
+def wait_rendered(b: Any, title: str, timeout_s: float = 60, settle_s: float = 1.5) -> None:
+    """Wait for the page title (h1) and for Streamlit to stop running the script, then
+    ``settle_s`` seconds for charts to draw.
+
+    Raises:
+        AssertionError: the page did not render within ``timeout_s`` seconds.
+    """
+    from selenium.webdriver.common.by import By
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        h1 = [e.text for e in b.find_elements(By.CSS_SELECTOR, "h1")]
+        running = b.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
+        if title in h1 and not running:
+            time.sleep(settle_s)
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"page {title!r} did not render in {timeout_s} s")
