@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -103,20 +104,38 @@ class LLMKpis:
         merged with its engine span) must not be passed twice for the same request.
         """
         n = 0
+        # labelled children looked up once per (model, variant) and call, not per record (a
+        # batch shares a handful of models; ``labels()`` costs more than the observation);
+        # created only when a value is observed, as before (no empty series)
+        children: dict[tuple[str, str], list[Any]] = {}
         for r in records:
             n += 1
-            model = r.model or UNKNOWN
-            variant = r.variant or UNKNOWN
+            key = (r.model or UNKNOWN, r.variant or UNKNOWN)
+            c = children.get(key)
+            if c is None:
+                c = children[key] = [None] * 6
             if r.ttft_s is not None and r.ttft_s >= 0:
-                self.ttft_seconds.labels(model, variant).observe(r.ttft_s)
+                if c[0] is None:
+                    c[0] = self.ttft_seconds.labels(*key)
+                c[0].observe(r.ttft_s)
             if r.tpot_s is not None and r.tpot_s >= 0:
-                self.tpot_seconds.labels(model, variant).observe(r.tpot_s)
+                if c[1] is None:
+                    c[1] = self.tpot_seconds.labels(*key)
+                c[1].observe(r.tpot_s)
             if r.e2e_s is not None and r.e2e_s >= 0:
-                self.e2e_seconds.labels(model, variant).observe(r.e2e_s)
+                if c[2] is None:
+                    c[2] = self.e2e_seconds.labels(*key)
+                c[2].observe(r.e2e_s)
             if r.input_tokens is not None and r.input_tokens >= 0:
-                self.tokens.labels(model, variant, "input").inc(r.input_tokens)
+                if c[3] is None:
+                    c[3] = self.tokens.labels(*key, "input")
+                c[3].inc(r.input_tokens)
             if r.output_tokens is not None and r.output_tokens >= 0:
-                self.tokens.labels(model, variant, "output").inc(r.output_tokens)
+                if c[4] is None:
+                    c[4] = self.tokens.labels(*key, "output")
+                c[4].inc(r.output_tokens)
             if r.cost_usd is not None and r.cost_usd >= 0:
-                self.cost_usd.labels(model, variant).inc(r.cost_usd)
+                if c[5] is None:
+                    c[5] = self.cost_usd.labels(*key)
+                c[5].inc(r.cost_usd)
         return n

@@ -7,6 +7,7 @@ Prices are USD per 1,000,000 tokens (``input``, ``cache_read_input``, ``cache_wr
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ class ModelPrice:
     cache_write_input: float | None = None
 
 
+@functools.lru_cache(maxsize=4096)  # every span's model is looked up; a handful of names recur
 def normalize_model_name(name: str) -> str:
     """Canonical spelling of a model name for pricing and grouping.
 

@@ -271,16 +271,22 @@ def _operation(span: SpanData, attrs: Mapping[str, Any]) -> tuple[str | None, bo
 def _dialect(span: SpanData, attrs: Mapping[str, Any], engine: bool) -> str:
     if engine:
         return "vllm"
-    if "openinference.span.kind" in attrs or any(k.startswith("llm.token_count.") for k in attrs):
+    # one pass over the keys for both prefix tests (most spans have neither prefix)
+    prefixed = [k for k in attrs if k.startswith(("llm.token_count.", "traceloop."))]
+    if "openinference.span.kind" in attrs or any(
+        k.startswith("llm.token_count.") for k in prefixed
+    ):
         return "openinference"
     scope = (span.scope_name or "").lower()
     if scope.startswith("openlit") or any(
         k in attrs for k in ("gen_ai.application_name", "gen_ai.environment", "gen_ai.sdk.version")
     ):
         return "openlit"
-    if scope.startswith("traceloop") or any(
-        k.startswith("traceloop.") or k in ("llm.request.type", "llm.usage.total_tokens")
-        for k in attrs
+    if (
+        scope.startswith("traceloop")
+        or "llm.request.type" in attrs
+        or "llm.usage.total_tokens" in attrs
+        or any(k.startswith("traceloop.") for k in prefixed)
     ):
         return "openllmetry"
     if any(

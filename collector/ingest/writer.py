@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from collector.cost.prices import PriceTable
@@ -190,7 +190,7 @@ def resolve_calls(
 
 
 def write_batch(
-    engine: Engine,
+    bind: Engine | Connection,
     batches: Sequence[tuple[str, Sequence[Item]]],
     prices: PriceTable,
     *,
@@ -201,32 +201,46 @@ def write_batch(
     by tenant (a record that completes a call stored by an earlier batch is written but not
     returned, so per-call metrics count each call once).
 
+    ``bind`` is an engine (a pooled connection per call) or a connection without an open
+    transaction (the writer thread's own).
+
     Raises:
         sqlalchemy.exc.DBAPIError: the database refused the transaction (nothing is written).
     """
-    received = received_unix_nano or time.time_ns()
-    written: dict[str, list[CallRecord]] = {}
     by_tenant: dict[str, list[Item]] = {}
     for tenant, items in batches:
         by_tenant.setdefault(tenant, []).extend(items)
-    with engine.begin() as conn:
-        for tenant, items in by_tenant.items():
-            span_rows: dict[Key, tuple[object, ...]] = {}
-            extracts: dict[Key, Extract] = {}
-            for it in items:
-                key = (it.span.trace_id, it.span.span_id)
-                role = it.extract.role if it.extract is not None else None
-                span_rows[key] = _span_row(it.span, tenant, role, received)
-                if it.extract is not None:
-                    extracts[key] = it.extract
-            calls, deletes, updated = resolve_calls(conn, tenant, extracts, max_text_chars)
-            bulk.upsert(conn, bulk.SPANS, list(span_rows.values()))
-            finals = {
-                (c.trace_id, c.span_id): finalize(c, tenant=tenant, prices=prices) for c in calls
-            }
-            bulk.upsert(conn, bulk.CALLS, [_call_row(r) for r in finals.values()])
-            bulk.delete_calls(conn, tenant, [k for k in deletes if k not in finals])
-            written[tenant] = [r for k, r in finals.items() if k not in updated]
+    received = received_unix_nano or time.time_ns()
+    if isinstance(bind, Connection):
+        with bind.begin():
+            return _write_tenants(bind, by_tenant, prices, max_text_chars, received)
+    with bind.begin() as conn:
+        return _write_tenants(conn, by_tenant, prices, max_text_chars, received)
+
+
+def _write_tenants(
+    conn: Connection,
+    by_tenant: dict[str, list[Item]],
+    prices: PriceTable,
+    max_text_chars: int,
+    received: int,
+) -> dict[str, list[CallRecord]]:
+    written: dict[str, list[CallRecord]] = {}
+    for tenant, items in by_tenant.items():
+        span_rows: dict[Key, tuple[object, ...]] = {}
+        extracts: dict[Key, Extract] = {}
+        for it in items:
+            key = (it.span.trace_id, it.span.span_id)
+            role = it.extract.role if it.extract is not None else None
+            span_rows[key] = _span_row(it.span, tenant, role, received)
+            if it.extract is not None:
+                extracts[key] = it.extract
+        calls, deletes, updated = resolve_calls(conn, tenant, extracts, max_text_chars)
+        bulk.upsert(conn, bulk.SPANS, list(span_rows.values()))
+        finals = {(c.trace_id, c.span_id): finalize(c, tenant=tenant, prices=prices) for c in calls}
+        bulk.upsert(conn, bulk.CALLS, [_call_row(r) for r in finals.values()])
+        bulk.delete_calls(conn, tenant, [k for k in deletes if k not in finals])
+        written[tenant] = [r for k, r in finals.items() if k not in updated]
     return written
 
 
@@ -237,8 +251,37 @@ class _Job:
     future: Future[int]
 
 
+#: page cache of the writer's own SQLite connection, KiB (SQLite's default: 2 MiB)
+WRITER_SQLITE_CACHE_KIB = 65_536
+#: WAL pages after which the writer's commit checkpoints (SQLite's default: 1,000 = 4 MiB)
+WRITER_SQLITE_AUTOCHECKPOINT_PAGES = 10_000
+
+
+def writer_connection(engine: Engine) -> Connection:
+    """A connection set up like the writer thread's own; pass it to :func:`write_batch` and
+    close it when done.
+
+    SQLite: a 64 MiB page cache and a checkpoint every ~40 MiB of WAL. The random trace-id keys
+    put every batch's index entries all over the file: with SQLite's defaults each batch
+    re-read the index pages from the file and each checkpoint copied them back. Measured on a
+    20k-span store, 800 spans per transaction: read() 70 -> 12 KB and write() 52 -> 34 KB per
+    span, write_batch CPU 176 -> 144 us per span (mean of 48 batches).
+    """
+    conn = engine.connect()
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(f"PRAGMA cache_size = -{WRITER_SQLITE_CACHE_KIB}")
+        conn.exec_driver_sql(f"PRAGMA wal_autocheckpoint = {WRITER_SQLITE_AUTOCHECKPOINT_PAGES}")
+        conn.commit()
+    return conn
+
+
 class BatchWriter:
     """Bounded queue in front of :func:`write_batch`, drained by one thread (group commit).
+
+    On SQLite the thread writes through one connection of its own (:func:`writer_connection`),
+    kept across batches so that its page cache stays warm: a pooled connection's cache is
+    emptied whenever another connection wrote in between. PostgreSQL writes through the pool
+    (pre-pinged, so a restarted server is reconnected transparently).
 
     Args:
         engine: where to write.
@@ -268,6 +311,7 @@ class BatchWriter:
         self._cond = threading.Condition()
         self._closing = False
         self._thread: threading.Thread | None = None
+        self._conn: Connection | None = None
         self.spans_written = 0
         self.write_seconds_last = 0.0
 
@@ -328,13 +372,36 @@ class BatchWriter:
         """Run ``hook(tenant, records)`` after each commit (errors are logged, never raised)."""
         self._after_commit.append(hook)
 
+    def _bind(self) -> Engine | Connection:
+        """What the writer thread writes through (see the class docstring)."""
+        if self._engine.dialect.name != "sqlite":
+            return self._engine
+        if self._conn is None:
+            self._conn = writer_connection(self._engine)
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        """Close the thread's own connection (after an error, or when stopping); the next
+        batch opens a fresh one."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:
+                log.warning("closing the writer's connection failed", exc_info=True)
+
     def _write(self, jobs: list[_Job]) -> None:
-        written = write_batch(
-            self._engine,
-            [(j.tenant, j.items) for j in jobs],
-            self._prices,
-            max_text_chars=self._max_text_chars,
-        )
+        try:
+            written = write_batch(
+                self._bind(),
+                [(j.tenant, j.items) for j in jobs],
+                self._prices,
+                max_text_chars=self._max_text_chars,
+            )
+        except BaseException:
+            self._drop_connection()  # whatever state the failure left it in
+            raise
         # hooks run before the acknowledgement so that a client reading after its 200 sees
         # their effects (e.g. feedback linked); they never fail the (committed) write
         for tenant, records in written.items():
@@ -351,6 +418,7 @@ class BatchWriter:
         while True:
             jobs = self._take()
             if jobs is None:
+                self._drop_connection()
                 return
             t0 = time.perf_counter()
             try:
