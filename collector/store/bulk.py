@@ -132,15 +132,22 @@ def delete_calls(conn: Connection, tenant: str, keys: Iterable[tuple[str, str]])
 def llm_span_index(
     conn: Connection, tenant: str, trace_ids: Iterable[str]
 ) -> list[tuple[str, str, str | None, str]]:
-    """(trace_id, span_id, parent_span_id, llm_role) of stored LLM spans in these traces."""
-    t = SPANS
+    """(trace_id, span_id, parent_span_id, llm_role) of stored LLM spans in these traces.
+
+    Plain driver SQL: the writer runs this for every batch, and building and compiling the
+    ``IN`` of up to 500 ids through SQLAlchemy cost more than the index lookups themselves.
+    """
     ids = sorted(set(trace_ids))
+    mark = "%s" if conn.dialect.paramstyle in ("format", "pyformat") else "?"
     out: list[tuple[str, str, str | None, str]] = []
     for i in range(0, len(ids), CHUNK):
-        q = select(t.c.trace_id, t.c.span_id, t.c.parent_span_id, t.c.llm_role).where(
-            t.c.tenant == tenant, t.c.trace_id.in_(ids[i : i + CHUNK]), t.c.llm_role.is_not(None)
+        chunk = ids[i : i + CHUNK]
+        sql = (
+            f"SELECT trace_id, span_id, parent_span_id, llm_role FROM {SPANS.name} "
+            f"WHERE tenant = {mark} AND trace_id IN ({', '.join([mark] * len(chunk))}) "
+            "AND llm_role IS NOT NULL"
         )
-        out.extend((r[0], r[1], r[2], r[3]) for r in conn.execute(q))
+        out.extend((r[0], r[1], r[2], r[3]) for r in conn.exec_driver_sql(sql, (tenant, *chunk)))
     return out
 
 
