@@ -22,9 +22,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy collector drift judges serving dashboard
+	$(VENV)/bin/mypy driftline collector alerts drift judges serving dashboard
 
 bench: $(STAMP)
 	$(PY) benchmarks/ingest.py

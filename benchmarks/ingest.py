@@ -176,7 +176,7 @@ def main() -> None:
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "driftline.cli",
             "collector",
             "--dev",
             "--port",

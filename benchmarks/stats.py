@@ -29,10 +29,10 @@ from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector.app import create_app
 from collector.settings import load_settings
 from collector.store import bulk
 from collector.store import engine as store_engine
+from driftline.app import create_app
 
 T0_NS = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z
 DAYS = 30

@@ -351,7 +351,7 @@ def bench_driftline(bodies: list[bytes], args: argparse.Namespace, tmp: Path) ->
     db_url = f"sqlite:///{tmp}/driftline.db"
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "collector.cli", "collector", "--dev", "--port", str(port)]
+    cmd = [sys.executable, "-m", "driftline.cli", "collector", "--dev", "--port", str(port)]
     proc = subprocess.Popen(
         [*cmd, "--grpc-port", "0", "--log-level", "warning"],
         env={**os.environ, "DRIFTLINE_DATABASE_URL": db_url},

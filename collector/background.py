@@ -2,8 +2,8 @@
 
 * Engine scrapes (``DRIFTLINE_ENGINE_METRICS_URLS``): every ``engine_scrape_interval_s`` the
   configured vLLM / TGI / SGLang / llama.cpp ``/metrics`` URLs are scraped, normalised by
-  :mod:`collector.enginemetrics` and stored in ``engine_samples`` with rates derived from the
-  previous sample (:func:`collector.enginerates.engine_rates`).
+  :mod:`collector.engines.scrape` and stored in ``engine_samples`` with rates derived from the
+  previous sample (:func:`collector.engines.rates.engine_rates`).
 * GPU cost (``DRIFTLINE_GPU_COST_PER_HOUR``): a self-hosted replica's $/hour is spread over the
   tokens its service served in each clock hour: ``gpu_cost_usd = usd_per_hour * elapsed_h *
   tokens(call) / tokens(service, hour)``, with ``elapsed_h`` = 1 for a closed hour and the elapsed
@@ -21,8 +21,8 @@ import httpx
 from prometheus_client import Counter
 from sqlalchemy import Engine, func, insert, select, update
 
-from collector.enginemetrics import EngineSample, ScrapeError, scrape
-from collector.enginerates import engine_rates
+from collector.engines.rates import engine_rates
+from collector.engines.scrape import EngineSample, ScrapeError, scrape
 from collector.scheduler import Job, JobContext
 from collector.store.models import LLMCall
 from collector.store.models.api import EngineSample as EngineSampleRow

@@ -6,6 +6,7 @@ and pass the object down; tests build ``Settings(...)`` directly.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any, Literal
 
@@ -113,3 +114,13 @@ def describe_validation_error(exc: ValidationError) -> str:
         field = ".".join(str(p) for p in err["loc"]) or "?"
         lines.append(f"{ENV_PREFIX}{field.upper()}: {err['msg']} (got {err.get('input')!r})")
     return "invalid configuration: " + "; ".join(lines)
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,7 +1,7 @@
 """The dashboard's data: every page reads through these cached query functions (no SQL in pages).
 
 They call the store's query functions (``collector.store.queries``, ``collector.store.analytics``
-when present, ``collector.feedback``, ``collector.alerts``) and :mod:`dashboard.queries`, and
+when present, ``collector.ingest.feedback``, ``alerts``) and :mod:`dashboard.queries`, and
 cache results for :data:`CACHE_TTL_S` seconds keyed by their arguments (``st.cache_data``).
 Times are unix nanoseconds (UTC) in arguments; durations seconds, money USD, tokens counts.
 Filters are passed as sorted ``(column, value)`` tuples so they hash.
@@ -9,8 +9,6 @@ Filters are passed as sorted ``(column, value)`` tuples so they hash.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 from typing import Any
 
@@ -19,9 +17,10 @@ import streamlit as st
 from sqlalchemy import Engine, inspect
 from sqlalchemy.orm import Session
 
-from collector import feedback as fb
-from collector.alerts import outbox
-from collector.alerts import store as alert_store
+from alerts import outbox
+from alerts import store as alert_store
+from collector.ingest import feedback as fb
+from collector.store import analytics
 from collector.store import queries as store_queries
 from collector.store.engine import make_engine
 from dashboard import queries, stats
@@ -34,14 +33,6 @@ Filters = tuple[tuple[str, str], ...]
 def engine(database_url: str) -> Engine:
     """One pooled SQLAlchemy engine per store URL for the whole server."""
     return make_engine(database_url)
-
-
-def module_landed(name: str) -> bool:
-    """True when module ``name`` (e.g. ``judges.review``) is importable in this install."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 @st.cache_data(ttl=60, show_spinner=False)
@@ -80,13 +71,7 @@ def calls(
     I/O error").
     """
     flt = dict(filters)
-    analytics = None
     if not database_url.startswith("sqlite"):
-        try:
-            analytics = importlib.import_module("collector.store.analytics")
-        except ImportError:
-            analytics = None
-    if analytics is not None:
         table = analytics.fetch_calls(
             database_url,
             tenant,

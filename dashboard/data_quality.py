@@ -1,8 +1,8 @@
 """Cached query functions of the quality pages: rollouts (canary), judges, review, drift.
 
 Each subsystem may not be installed or migrated yet: then the function returns None and the
-page shows its "no data yet" state. Canary reads go through ``drift.canary_store`` and
-``drift.canary_jobs`` (the confidence sequences are re-computed at past looks with
+page shows its "no data yet" state. Canary reads go through ``drift.canary.store`` and
+``drift.canary.jobs`` (the confidence sequences are re-computed at past looks with
 ``evaluate_rollout(..., apply=False)``, which writes nothing); PPI, κ and means through
 ``judges.quality`` (as the quality API), the confusion matrix through ``judges.agreement``;
 the review queue through ``judges.review``.
@@ -11,7 +11,6 @@ the review queue through ``judges.review``.
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,13 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import queries_quality
-from dashboard.data import CACHE_TTL_S, engine, module_landed, tables_present
+from dashboard.data import CACHE_TTL_S, engine, tables_present
+from drift import errors as drift_errors
+from drift.canary import jobs as canary_jobs
+from drift.canary import store as canary_store
+from judges import agreement as judges_agreement
+from judges import quality as judges_quality
+from judges import review as judges_review
 
 CANARY_TABLES = ("rollouts", "rollout_decisions")
 JUDGE_TABLES = ("judge_results", "review_items", "human_labels")
@@ -28,7 +33,7 @@ DRIFT_TABLES = ("drift_runs", "drift_results")
 
 def canary_ready(database_url: str) -> bool:
     """Canary code installed and its tables migrated."""
-    return module_landed("drift.canary_jobs") and tables_present(database_url, CANARY_TABLES)
+    return tables_present(database_url, CANARY_TABLES)
 
 
 def judges_ready(database_url: str) -> bool:
@@ -38,7 +43,7 @@ def judges_ready(database_url: str) -> bool:
 
 def review_ready(database_url: str) -> bool:
     """Review-queue code installed and its tables migrated."""
-    return module_landed("judges.review") and judges_ready(database_url)
+    return judges_ready(database_url)
 
 
 def drift_ready(database_url: str) -> bool:
@@ -56,7 +61,7 @@ def rollouts(database_url: str, tenant: str) -> pd.DataFrame | None:
     status, step, weights (percent), last action and reasons, started / finished (UTC)."""
     if not canary_ready(database_url):
         return None
-    store = importlib.import_module("drift.canary_store")
+    store = canary_store
     recs = store.list_rollouts(engine(database_url), tenant)
     cols = [
         "name",
@@ -101,7 +106,7 @@ def rollouts(database_url: str, tenant: str) -> pd.DataFrame | None:
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def rollout_decisions(database_url: str, tenant: str, name: str) -> pd.DataFrame:
     """The audit log of one rollout, newest first."""
-    store = importlib.import_module("drift.canary_store")
+    store = canary_store
     return pd.DataFrame(store.list_decisions(engine(database_url), tenant, name, limit=200))
 
 
@@ -115,12 +120,13 @@ def confidence_sequences(
     Columns: time, metric, role, estimate (the tested contrast ``candidate − c × baseline``,
     metric units; ``c = 1 + margin`` for a relative margin, else 1), ci_lower, ci_upper (the
     (1 − alpha) confidence sequence of the harm test; Howard et al. 2021 /
-    ``drift.sequential``), null_value (the tolerated-harm boundary of the contrast: the margin
+    ``drift.canary.sequential``),
+    null_value (the tolerated-harm boundary of the contrast: the margin
     for an absolute margin, 0 for a relative one), e_value, threshold (the Bonferroni e-value
     bar), status, n_baseline, n_candidate. Looks before any data give no rows.
     """
-    store = importlib.import_module("drift.canary_store")
-    jobs = importlib.import_module("drift.canary_jobs")
+    store = canary_store
+    jobs = canary_jobs
     eng = engine(database_url)
     rec = store.get_rollout(eng, tenant, name)
     start = rec.data_since_unix_nano
@@ -166,8 +172,8 @@ def override_rollout(
     """
     if not reason.strip():
         raise ValueError("reason must not be empty")
-    jobs = importlib.import_module("drift.canary_jobs")
-    errors = importlib.import_module("drift.errors")
+    jobs = canary_jobs
+    errors = drift_errors
     try:
         after, _ = jobs.override_rollout(
             engine(database_url),
@@ -200,7 +206,11 @@ def human_labels(database_url: str, tenant: str, since_ns: int) -> pd.DataFrame:
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def quality_estimates(
-    database_url: str, tenant: str, since_ns: int, group_by: str = "variant", alpha: float = 0.1
+    database_url: str,
+    tenant: str,
+    since_ns: int,
+    group_by: judges_quality.GroupBy = "variant",
+    alpha: float = 0.1,
 ) -> pd.DataFrame:
     """Per (rubric, judge model, ``group_by`` value) over calls started since ``since_ns``:
     judged and audit-labelled counts, the design-weighted judge and human means, the PPI++
@@ -211,7 +221,7 @@ def quality_estimates(
     Columns: group, rubric, judge_model, judged, audit_labels, judge_mean, human_mean,
     ppi_estimate, ppi_low, ppi_high, kappa.
     """
-    quality = importlib.import_module("judges.quality")
+    quality = judges_quality
     with engine(database_url).connect() as conn:
         groups = quality.quality_by_group(
             conn, tenant, group_by=group_by, since_ns=since_ns, alpha=alpha
@@ -253,7 +263,7 @@ def confusion(labels: pd.DataFrame) -> tuple[int, pd.DataFrame]:
     """Judge vs human on audit labels: the number of pairs and the confusion matrix (rows
     human, columns judge; ``judges.agreement.confusion_matrix``) as a long frame
     ``human, judge, count``."""
-    agr = importlib.import_module("judges.agreement")
+    agr = judges_agreement
     audit = labels[labels["audit"].astype(bool)].dropna(subset=["human_score", "judge_score"])
     h = [round(float(v)) for v in audit["human_score"]]
     j = [round(float(v)) for v in audit["judge_score"]]
@@ -282,7 +292,7 @@ def review_progress(database_url: str, tenant: str, reviewer: str) -> dict[str, 
 
 def next_review(database_url: str, tenant: str, reviewer: str) -> Any | None:
     """Claim (or re-read) the reviewer's next task (``judges.review.ReviewTask``) for 10 min."""
-    review = importlib.import_module("judges.review")
+    review = judges_review
     return review.next_item(engine(database_url), tenant, reviewer, lease_s=600.0)
 
 
@@ -297,7 +307,7 @@ def submit_review(
     skip: bool,
 ) -> Any:
     """Store a label (or skip) through ``judges.review.submit_label``; clears cached reads."""
-    review = importlib.import_module("judges.review")
+    review = judges_review
     stored = review.submit_label(
         engine(database_url),
         tenant,

@@ -43,7 +43,7 @@ def serve(
     """
     env = {**os.environ, "DRIFTLINE_DATABASE_URL": database_url}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "collector.cli", "dashboard", "--dev", "--port", str(port)],
+        [sys.executable, "-m", "driftline.cli", "dashboard", "--dev", "--port", str(port)],
         env=env,
         cwd=Path(__file__).resolve().parents[1],
         stdout=log or subprocess.DEVNULL,

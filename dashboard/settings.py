@@ -48,7 +48,7 @@ def load_dashboard_settings(**overrides: Any) -> DashboardSettings:
         s = DashboardSettings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc)) from None
-    from collector.app import is_loopback
+    from collector.settings import is_loopback
 
     if s.dashboard_dev and not is_loopback(s.dashboard_host):
         raise ConfigError(

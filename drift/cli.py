@@ -1,184 +1,100 @@
-"""``driftline canary ...`` commands, loaded lazily by ``collector.cli`` (``drift.cli:canary``)."""
+"""``driftline drift ...`` commands (the ``drift`` group, re-exported by ``drift.canary.cli``)."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
+import time
 
 import click
-import httpx
-import numpy as np
 
-from drift.runcli import drift  # the `driftline drift` group (LAZY_COMMANDS: drift.cli:drift)
-from drift.simulate import simulate
-
-__all__ = ["canary", "drift"]
+from collector.settings import load_settings
+from collector.store import engine as store_engine
+from drift.runs import (
+    RunSummary,
+    load_drift_settings,
+    monitored_tenants,
+    resolve_windows,
+    run_drift,
+)
+from drift.windows import parse_time
 
 
 @click.group()
-def canary() -> None:
-    """Canary / A-B rollouts with anytime-valid promotion decisions."""
+def drift() -> None:
+    """Drift tests of LLM signals (reference window vs current window, per segment)."""
 
 
-@canary.command("simulate")
-@click.option(
-    "--scenario", type=click.Choice(["aa", "regression"]), default="aa", show_default=True
-)
-@click.option("--runs", type=click.IntRange(min=1), default=100, show_default=True)
-@click.option("--looks", type=click.IntRange(min=1), default=50, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
-    "--samples-per-look",
-    type=click.IntRange(min=2),
-    default=400,
-    show_default=True,
-    help="requests (both arms) arriving between two looks",
-)
-@click.option(
-    "--alpha",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.05,
-    show_default=True,
-)
-def simulate_command(
-    scenario: str, runs: int, looks: int, seed: int, samples_per_look: int, alpha: float
-) -> None:
-    """Run the decision engine on simulated streams and print RESULT lines.
-
-    aa: false_decision_rate = share of runs rolled back (never warranted when the arms are
-    identical; promote is correct). regression (candidate TTFT +10 %, margin 5 %):
-    false_decision_rate = share of runs promoted, detection_samples_ratio = requests by which
-    80 % of runs rolled back / fixed-n z-test requests at the same alpha/K and power 0.8.
-    Definitions: drift.simulate module docstring.
-    """
-    result = simulate(
-        "regression" if scenario == "regression" else "aa",
-        runs=runs,
-        looks=looks,
-        rng=np.random.default_rng(seed),
-        samples_per_look=samples_per_look,
-        alpha=alpha,
-    )
+def _echo(summary: RunSummary) -> None:
     click.echo(
-        f"scenario={result.scenario} runs={result.runs} looks={result.looks} "
-        f"promote={result.promote} rollback={result.rollback} "
-        f"inconclusive={result.inconclusive}"
+        f"run {summary.run_id} tenant={summary.tenant} status={summary.status} "
+        f"evaluated={summary.n_evaluated} drifted={summary.n_drifted} "
+        f"duration={summary.duration_s:.2f}s"
     )
-    click.echo(f"RESULT false_decision_rate={result.false_decision_rate:.4f}")
-    if result.detection_samples_ratio is not None:
-        click.echo(f"RESULT detection_samples_ratio={result.detection_samples_ratio:.3f}")
-        click.echo(f"RESULT fixed_n_samples={result.fixed_n_samples:.0f} requests")
+    for signal, segment in summary.drifted:
+        click.echo(f"  drifted: {signal} [{segment or 'all traffic'}]")
+    for signal, why in summary.skipped.items():
+        click.echo(f"  skipped: {signal}: {why}")
+    if summary.error:
+        click.echo(f"  error: {summary.error}", err=True)
 
 
-# ---- rollouts on a running collector (HTTP) ------------------------------------------------
-
-_collector_url = click.option(
-    "--collector-url",
-    envvar="DRIFTLINE_COLLECTOR_URL",
-    default="http://127.0.0.1:4318",
-    show_default=True,
-    help="collector REST base URL",
-)
-_api_key = click.option(
-    "--api-key",
-    envvar="DRIFTLINE_API_KEY",
+@drift.command("run")
+@click.option("--once", is_flag=True, help="One run per tenant, then exit (default: loop).")
+@click.option("--since", default=None, help="Current window start: ISO 8601, unix s, or 2h ago.")
+@click.option(
+    "--reference",
     default=None,
-    help="collector API key (admin for evaluate/pause/resume/abort; not needed with --dev)",
+    help="START..END (pinned range), deploy:COLUMN=VALUE, or 24h (rolling length).",
 )
-
-
-def _request(
-    method: str, url: str, path: str, api_key: str | None, **kwargs: Any
-) -> dict[str, Any]:
-    """Call the collector; a 4xx/5xx or connection error becomes a ClickException."""
-    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        resp = httpx.request(method, url.rstrip("/") + path, headers=headers, timeout=30, **kwargs)
-    except httpx.HTTPError as exc:
-        raise click.ClickException(f"collector at {url} unreachable: {exc}") from None
-    if resp.status_code >= 400:
-        try:
-            message = resp.json()["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = resp.text[:500]
-        raise click.ClickException(f"HTTP {resp.status_code}: {message}")
-    body: dict[str, Any] = resp.json()
-    return body
-
-
-def _line(r: dict[str, Any]) -> str:
-    return (
-        f"{r['name']}: {r['status']} step {r['step_index'] + 1}/{len(r['steps_pct'])} "
-        f"{r['candidate_variant']}={r['candidate_weight_pct']:g}% "
-        f"{r['baseline_variant']}={r['baseline_weight_pct']:g}% "
-        f"v{r['version']} last={r['latest']['decision'] or '-'}"
-    )
-
-
-@canary.command("status")
-@click.argument("name", required=False)
-@_collector_url
-@_api_key
-@click.option("--json", "as_json", is_flag=True, help="print the API's JSON")
-def status_command(
-    name: str | None, collector_url: str, api_key: str | None, as_json: bool
+@click.option("--until", default=None, help="Current window end (default: now).")
+@click.option("--tenant", "tenants", multiple=True, help="Tenant(s) (default: all with calls).")
+@click.option("--database-url", default=None, help="Overrides DRIFTLINE_DATABASE_URL.")
+@click.option("--seed", type=int, default=None, help="Seed of the run's random samples.")
+@click.option("--no-migrate", is_flag=True, help="Do not upgrade the schema first.")
+def run_command(
+    once: bool,
+    since: str | None,
+    reference: str | None,
+    until: str | None,
+    tenants: tuple[str, ...],
+    database_url: str | None,
+    seed: int | None,
+    no_migrate: bool,
 ) -> None:
-    """Show one rollout (state, weights, latest reasons) or list all."""
-    if name is None:
-        body = _request("GET", collector_url, "/api/v1/rollouts", api_key)
-        if as_json:
-            click.echo(json.dumps(body, indent=2))
-            return
-        for r in body["items"]:
-            click.echo(_line(r))
-        return
-    r = _request("GET", collector_url, f"/api/v1/rollouts/{name}", api_key)
-    if as_json:
-        click.echo(json.dumps(r, indent=2))
-        return
-    click.echo(_line(r))
-    for reason in r["latest"]["reasons"]:
-        click.echo(f"  - {reason}")
-
-
-@canary.command("evaluate")
-@click.argument("name")
-@_collector_url
-@_api_key
-@click.option("--dry-run", is_flag=True, help="decide without applying")
-def evaluate_command(name: str, collector_url: str, api_key: str | None, dry_run: bool) -> None:
-    """Evaluate a rollout now and apply the decision (unless --dry-run)."""
-    body = _request(
-        "POST",
-        collector_url,
-        f"/api/v1/rollouts/{name}/evaluate",
-        api_key,
-        params={"apply": "false" if dry_run else "true"},
-    )
-    click.echo(f"decision={body['decision']} applied={str(body['applied']).lower()}")
-    click.echo(_line(body["rollout"]))
-    for reason in body["reasons"]:
-        click.echo(f"  - {reason}")
-
-
-def _override(action: str) -> click.Command:
-    @click.command(action, help=f"{action.capitalize()} a rollout (audited, needs a reason).")
-    @click.argument("name")
-    @click.option("--reason", required=True, help="why (stored in the audit log)")
-    @_collector_url
-    @_api_key
-    def command(name: str, reason: str, collector_url: str, api_key: str | None) -> None:
-        body = _request(
-            "POST",
-            collector_url,
-            f"/api/v1/rollouts/{name}/override",
-            api_key,
-            json={"action": action, "reason": reason},
-        )
-        click.echo(_line(body["rollout"]))
-
-    return command
-
-
-for _action in ("pause", "resume", "abort"):
-    canary.add_command(_override(_action))
+    """Run the drift monitor: rolling (DRIFTLINE_DRIFT_REFERENCE_HOURS before the current
+    window) or pinned (--reference) reference vs the current window (--since .. --until)."""
+    settings = load_settings(database_url=database_url)
+    drift_settings = load_drift_settings(seed=seed, tenants=list(tenants) or None)
+    if not no_migrate:
+        store_engine.upgrade(settings.database_url)
+    engine = store_engine.make_engine(settings.database_url)
+    failed = False
+    try:
+        while True:
+            now_ns = time.time_ns()
+            try:
+                if until is not None:
+                    now_ns = parse_time(until, now_ns=now_ns, name="--until")
+                since_ns = (
+                    None if since is None else parse_time(since, now_ns=now_ns, name="--since")
+                )
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--since/--until") from None
+            horizon = (since_ns or now_ns) - int(drift_settings.reference_hours * 3600e9)
+            for tenant in monitored_tenants(engine, drift_settings, since_ns=horizon):
+                try:
+                    windows = resolve_windows(
+                        engine, tenant, drift_settings, now_ns=now_ns, reference=reference,
+                        since_ns=since_ns,
+                    )  # fmt: skip
+                except ValueError as exc:
+                    raise click.BadParameter(str(exc), param_hint="--reference") from None
+                summary = run_drift(engine, settings.database_url, tenant, windows, drift_settings)
+                failed = failed or summary.status != "ok"
+                _echo(summary)
+            if once:
+                break
+            time.sleep(drift_settings.interval_s)
+    finally:
+        engine.dispose()
+    if failed:
+        raise SystemExit(1)

@@ -1,4 +1,4 @@
-"""The collector's scheduled drift job (registered in ``collector.jobs.JOB_FACTORIES``)."""
+"""The collector's scheduled drift job (registered in ``driftline.jobs.JOB_FACTORIES``)."""
 
 from __future__ import annotations
 

@@ -195,14 +195,14 @@ def emit_drift_events(
     rows: list[dict[str, Any]],
     previously: set[tuple[str, str | None]],
 ) -> int:
-    """The single call site into alerting (:func:`collector.alerts.events.emit_event`).
+    """The single call site into alerting (:func:`alerts.events.emit_event`).
 
     One ``drift_detected`` event per drifted result (labels ``signal``, ``segment``; value =
     the effect size, else the statistic), and a ``resolved`` one for each (signal, segment)
     that drifted in the previous run and is now evaluated without drift. Returns the number of
     events emitted.
     """
-    from collector.alerts.events import emit_event
+    from collector.store.events import emit_event
 
     n = 0
     for row in rows:

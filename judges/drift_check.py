@@ -3,7 +3,7 @@
 Per tenant × rubric × judge model, the labelled audit items of the last ``window_s`` (current)
 are compared with the window before (reference) by ``judges.judge_drift.judge_drift`` (Welch
 test on the gaps; reference §3.6 "Practical recipe"). A drifted result is sent to the alerting
-engine as a ``judge_drift`` event (``collector.alerts`` ``emit_event``).
+engine as a ``judge_drift`` event (``alerts`` ``emit_event``).
 """
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ def _pairs(engine: Engine, since: dt.datetime) -> dict[tuple[str, str, str], lis
 def emit_judge_drift_alert(engine: Engine, check: DriftCheck, now: dt.datetime) -> bool:
     """THE call site that hands a judge-drift verdict to the alerting engine.
 
-    Calls ``collector.alerts.events.emit_event(engine, tenant, "judge_drift", ...)``.
+    Calls ``alerts.events.emit_event(engine, tenant, "judge_drift", ...)``.
     """
-    from collector.alerts.events import emit_event
+    from collector.store.events import emit_event
 
     r = check.result
     emit_event(

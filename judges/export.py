@@ -4,7 +4,7 @@ Flagged = a thumbs-down or escalation in ``feedback``, or a judge score at or be
 ``low_score_threshold``; only calls a reviewer corrected (``corrected_output``) produce a line
 (``judges.flywheel.finetune_lines``). Text is what the store holds, i.e. already subject to the
 tenant's capture policy; with ``redact=True`` (default) it is passed through
-``collector.redaction.redact`` once more so that no PII reaches a training file.
+``collector.ingest.redaction.redact`` once more so that no PII reaches a training file.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, and_, exists, or_, select
 
-from collector.redaction import redact as redact_text
+from collector.ingest.redaction import redact as redact_text
 from collector.store.models import LLMCall
 from collector.store.models.api import Feedback
 from collector.store.models.judges import HumanLabel, JudgeResultRow, ReviewItem

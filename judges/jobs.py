@@ -1,4 +1,4 @@
-"""Scheduled jobs of the judges, registered in ``collector.jobs.JOB_FACTORIES``.
+"""Scheduled jobs of the judges, registered in ``driftline.jobs.JOB_FACTORIES``.
 
 ``judge`` (every ``DRIFTLINE_JUDGE_INTERVAL_S``): one worker round (select, judge, pairwise)
 with a client built for the run; only when the judge endpoint and model are configured.

@@ -1,6 +1,6 @@
 """Click commands: ``driftline serving ...``, ``driftline gateway``, ``driftline load``.
 
-Loaded lazily by ``collector.cli`` (LAZY_COMMANDS). Importing this module imports neither vLLM
+Loaded lazily by ``driftline.cli`` (LAZY_COMMANDS). Importing this module imports neither vLLM
 nor torch: they live in the serving venv and run in subprocesses.
 """
 

@@ -22,8 +22,8 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
-from collector.app import create_app
 from collector.settings import Settings
+from driftline.app import create_app
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

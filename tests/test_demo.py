@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.demo.processes import port_free
+from driftline.demo.processes import port_free
 from tests.conftest import free_port
 
 
@@ -21,7 +21,7 @@ def test_demo_headless(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "driftline.cli",
             "demo",
             "--headless",
             "--duration",
@@ -72,7 +72,7 @@ def test_demo_stops_its_children_and_frees_the_ports(tmp_path: Path, sig: signal
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "driftline.cli",
             "demo",
             "--headless",
             "--replay",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.demo.summary import drift_line, story_lines
+from driftline.demo.summary import drift_line, story_lines
 
 
 def _flag(input_side: bool, p: float = 0.004) -> dict[str, Any]:

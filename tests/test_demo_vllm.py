@@ -43,7 +43,7 @@ def test_demo_headless_on_real_vllm(tmp_path: Path) -> None:
     argv = [
         sys.executable,
         "-m",
-        "collector.cli",
+        "driftline.cli",
         "demo",
         "--headless",
         "--duration",

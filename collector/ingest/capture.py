@@ -1,7 +1,7 @@
 """Content capture policy applied before storage: ``none`` | ``redacted`` | ``full`` per tenant.
 
 Prompt/answer attributes of every dialect (and content events) are dropped (``none``) or
-passed through :func:`collector.redaction.redact` (``redacted``) before the span, its raw
+passed through :func:`collector.ingest.redaction.redact` (``redacted``) before the span, its raw
 attributes and the call record are stored, so no copy of the original text is kept.
 """
 
@@ -15,9 +15,9 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import OperationalError
 
 from collector.errors import StoreUnavailableError
-from collector.ingest.decode import SpanData
-from collector.redaction import redact_count
+from collector.ingest.redaction import redact_count
 from collector.store.models import Tenant
+from collector.store.schema import SpanData
 
 MODES = ("none", "redacted", "full")
 CONTENT_KEYS = frozenset(

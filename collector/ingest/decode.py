@@ -28,6 +28,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.errors import BodyTooLargeError, DecodeError, UnsupportedMediaError
+from collector.store.schema import SpanData
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -35,32 +36,6 @@ SUPPORTED_ENCODINGS = ("gzip", "x-gzip", "deflate", "identity")
 MAX_ERROR_MESSAGES = 20
 #: the store keeps times as signed 64-bit integers; OTLP sends fixed64 (unsigned)
 MAX_UNIX_NANO = 2**63 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class SpanData:
-    """One decoded span. Ids are lowercase hex; times are unix nanoseconds (0 = unset)."""
-
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    kind: int
-    start_unix_nano: int
-    end_unix_nano: int
-    status_code: int
-    status_message: str | None
-    attributes: dict[str, Any]
-    events: list[dict[str, Any]]
-    links: list[dict[str, Any]]
-    resource_attributes: dict[str, Any]
-    scope_name: str | None
-    scope_version: str | None
-
-    @property
-    def service_name(self) -> str | None:
-        value = self.resource_attributes.get("service.name")
-        return str(value) if value is not None else None
 
 
 @dataclass(slots=True)

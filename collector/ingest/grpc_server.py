@@ -18,7 +18,7 @@ from collector.errors import QueueFullError, StoreUnavailableError
 from collector.ingest import service
 from collector.ingest.decode import spans_from_request
 from collector.ingest.writer import BatchWriter
-from collector.metrics import IngestMetrics
+from collector.telemetry.metrics import IngestMetrics
 
 log = logging.getLogger(__name__)
 COMMIT_TIMEOUT_S = 60.0

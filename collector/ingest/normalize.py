@@ -20,7 +20,6 @@ from typing import Any
 
 from collector.cost.prices import PriceTable, token_cost
 from collector.ingest import content
-from collector.ingest.decode import SpanData
 from collector.ingest.values import (
     finish_reasons,
     first,
@@ -28,6 +27,7 @@ from collector.ingest.values import (
     to_float,
     tokens,
 )
+from collector.store.schema import CALL_COLUMNS, SpanData
 
 CALL_OPERATIONS = {
     "chat": "chat",
@@ -222,7 +222,8 @@ class CallRecord:
     redactions: int | None = None
 
 
-CALL_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(CallRecord))
+#: the record's fields are the ``llm_calls`` columns, in table order
+assert tuple(f.name for f in fields(CallRecord)) == CALL_COLUMNS, "CallRecord != llm_calls"
 
 
 def _is_engine(span: SpanData) -> bool:

@@ -1,6 +1,6 @@
 """Transport-independent ingestion: decoded spans -> normalised items -> durable write.
 
-Both receivers (OTLP/HTTP in ``collector.api.otlp`` and OTLP/gRPC in
+Both receivers (OTLP/HTTP in ``driftline.api.otlp`` and OTLP/gRPC in
 ``collector.ingest.grpc_server``) call :func:`ingest`.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from collector.ingest.decode import DecodedBatch
 from collector.ingest.writer import BatchWriter, prepare
-from collector.metrics import IngestMetrics
+from collector.telemetry.metrics import IngestMetrics
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,15 +26,11 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from collector.cost.prices import PriceTable
 from collector.errors import BadRequestError, QueueFullError, StoreUnavailableError
 from collector.ingest.capture import apply_policy
-from collector.ingest.decode import SpanData
-from collector.ingest.normalize import CALL_COLUMNS, CallRecord, Extract, extract, finalize, merge
+from collector.ingest.normalize import CallRecord, Extract, extract, finalize, merge
 from collector.store import bulk
-from collector.store.models import LLMCall, Span
+from collector.store.schema import CALL_COLUMNS, SpanData
 
 log = logging.getLogger(__name__)
-
-SPAN_COLUMNS = tuple(c.name for c in Span.__table__.columns)
-assert tuple(c.name for c in LLMCall.__table__.columns) == CALL_COLUMNS, "record != table"
 
 Key = tuple[str, str]
 
@@ -63,30 +59,6 @@ def prepare(
             log.warning("span %s/%s could not be normalised: %r", s.trace_id, s.span_id, exc)
             errors.append(f"span {s.span_id} of trace {s.trace_id} could not be normalised: {exc}")
     return items, errors
-
-
-_SPAN_ROW_ORDER = (
-    "tenant",
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-    "name",
-    "kind",
-    "service_name",
-    "scope_name",
-    "scope_version",
-    "start_unix_nano",
-    "end_unix_nano",
-    "status_code",
-    "status_message",
-    "attributes",
-    "resource_attributes",
-    "events",
-    "links",
-    "llm_role",
-    "received_unix_nano",
-)
-assert SPAN_COLUMNS == _SPAN_ROW_ORDER, "_span_row no longer matches the spans table"
 
 
 def _span_row(s: SpanData, tenant: str, role: str | None, received: int) -> tuple[object, ...]:

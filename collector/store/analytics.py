@@ -21,13 +21,13 @@ import duckdb
 import pyarrow as pa
 from sqlalchemy import JSON, Table
 
-from collector.ingest.normalize import CALL_COLUMNS
 from collector.store import arrowfetch, callstats
 from collector.store.arrowfetch import FETCH_SLICES, SqlBuilder
 from collector.store.callstats import GROUP_KEYS, REJECTION_ERROR_TYPES
 from collector.store.enginestats import engine_stats
 from collector.store.models import LLMCall
 from collector.store.models.api import Feedback
+from collector.store.schema import CALL_COLUMNS
 
 __all__ = [
     "FILTER_COLUMNS",

@@ -16,8 +16,8 @@ import orjson
 from psycopg.types.json import Jsonb
 from sqlalchemy import JSON, BigInteger, Connection, Float, Integer, Table, select
 
-from collector.ingest.decode import SpanData
 from collector.store.models import LLMCall, Span
+from collector.store.schema import SpanData
 
 SPANS = cast(Table, Span.__table__)
 CALLS = cast(Table, LLMCall.__table__)

@@ -1,7 +1,7 @@
 """Reads and writes of the drift tables (``drift_runs``, ``drift_results``).
 
 The drift monitor (``drift/runs.py``) writes through :func:`insert_run`, :func:`finish_run`
-and :func:`insert_results`; the REST API (``collector/api/drift.py``) and the dashboard read
+and :func:`insert_results`; the REST API (``driftline/api/drift.py``) and the dashboard read
 through :func:`list_runs` and :func:`get_run`. Times in the returned dicts: ISO 8601 UTC for wall
 times, unix seconds (float) for window bounds, as DESIGN.md's REST conventions.
 """

@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, and_, func, or_, select, tuple_
 
-from collector.ingest.normalize import CALL_COLUMNS
 from collector.store.models import LLMCall, Span
 from collector.store.models.api import Feedback
+from collector.store.schema import CALL_COLUMNS
 
 MAX_PAGE = 1000
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from collector.app import create_app
 from collector.store import analytics
+from driftline.app import create_app
 from tests.collector.test_otlp_http import PB, pb_request
 from tests.conftest import make_settings
 

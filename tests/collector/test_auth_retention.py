@@ -12,11 +12,11 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from collector.app import create_app
 from collector.auth import create_key
-from collector.cli import cli
-from collector.retention import apply_retention
 from collector.store import engine as store_engine
+from collector.store.retention import apply_retention
+from driftline.app import create_app
+from driftline.cli import cli
 from tests.collector.test_otlp_http import PB, pb_request
 from tests.conftest import LiveCollector, free_port, make_settings
 

@@ -8,12 +8,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from collector.app import create_app
 from collector.auth import ensure_tenant
 from collector.ingest.capture import apply_policy
-from collector.ingest.decode import SpanData
 from collector.store import engine as store_engine
 from collector.store.models import Tenant
+from collector.store.schema import SpanData
+from driftline.app import create_app
 from tests.conftest import make_settings
 
 PROMPT = "Email me at jane.roe@example.com, card 4111 1111 1111 1111."

@@ -162,7 +162,7 @@ def test_11_huge_attribute_keeps_usage(client: TestClient) -> None:
 
 
 def test_11_body_over_limit_is_413(db_url: str) -> None:
-    from collector.app import create_app
+    from driftline.app import create_app
     from tests.conftest import make_settings
 
     settings = make_settings(db_url, grpc_enabled=False, max_body_bytes=100_000)

@@ -15,15 +15,15 @@ from typing import Any
 import httpx
 import pytest
 
-from collector.enginehistogram import LatencyHistogram, histogram_delta, histogram_quantile
-from collector.enginemetrics import (
+from collector.engines.histogram import LatencyHistogram, histogram_delta, histogram_quantile
+from collector.engines.rates import engine_rates
+from collector.engines.scrape import (
     EngineKind,
     EngineSample,
     ScrapeError,
     parse_exposition,
     scrape,
 )
-from collector.enginerates import engine_rates
 from collector.errors import CollectorError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "engine_metrics"

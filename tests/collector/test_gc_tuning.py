@@ -7,7 +7,7 @@ import sys
 
 CHILD = """
 import gc
-from collector.commands import GC_GEN0_THRESHOLD, tune_gc
+from driftline.commands import GC_GEN0_THRESHOLD, tune_gc
 before = gc.get_threshold()
 tune_gc()
 after = gc.get_threshold()

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from collector.cost.prices import PriceTable
-from collector.ingest.decode import SpanData
 from collector.ingest.normalize import (
     CALL_COLUMNS,
     extract,
@@ -19,6 +18,7 @@ from collector.ingest.normalize import (
 )
 from collector.ingest.values import finish_reasons
 from collector.store.models import LLMCall
+from collector.store.schema import SpanData
 from tests.conftest import PRICE_FIXTURE
 
 PRICES = PriceTable.load(PRICE_FIXTURE)

@@ -113,7 +113,7 @@ def test_client_errors_are_4xx_in_request_encoding(
 
 
 def test_gzip_bomb_over_http_is_413(sqlite_url: str) -> None:
-    from collector.app import create_app
+    from driftline.app import create_app
 
     bomb = gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)
     settings = make_settings(sqlite_url, grpc_enabled=False, max_body_bytes=1024 * 1024)

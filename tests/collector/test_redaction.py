@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from collector.redaction import (
+from collector.ingest.redaction import (
     PLACEHOLDERS,
     CaptureContent,
     PiiKind,

@@ -8,7 +8,7 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector import redaction as r
+from collector.ingest import redaction as r
 
 FRAGMENTS = [
     "key",

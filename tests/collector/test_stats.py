@@ -15,10 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import insert
 
-from collector.app import create_app
 from collector.auth import create_key
 from collector.store import analytics
 from collector.store.models.api import EngineSample, Feedback
+from driftline.app import create_app
 from tests.conftest import make_settings
 
 T0 = 1_714_000_000 * 10**9 - (1_714_000_000 * 10**9) % (3600 * 10**9)  # an hour boundary

@@ -8,7 +8,6 @@ import pytest
 from sqlalchemy import text
 
 from collector.cost.prices import PriceTable
-from collector.ingest.decode import SpanData
 from collector.ingest.writer import (
     WRITER_SQLITE_AUTOCHECKPOINT_PAGES,
     WRITER_SQLITE_CACHE_KIB,
@@ -19,6 +18,7 @@ from collector.ingest.writer import (
     writer_connection,
 )
 from collector.store import engine as store_engine
+from collector.store.schema import SpanData
 from tests.conftest import PRICE_FIXTURE
 
 

@@ -22,9 +22,9 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
-from collector.app import create_app
-from dashboard.seed_demo import DemoSeed, demo_judge_settings, seed_demo
-from dashboard.seed_text import answer_grades
+from driftline.app import create_app
+from driftline.demo.seed_demo import DemoSeed, demo_judge_settings, seed_demo
+from driftline.demo.seed_text import answer_grades
 from tests.conftest import make_settings, pg_admin_url
 from tests.judges.fake_judge_api import FakeJudgeServer, Reply, completion
 

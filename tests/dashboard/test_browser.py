@@ -18,7 +18,7 @@ from collector.store.models.judges import HumanLabel, ReviewItem
 from dashboard.app import PAGES
 from dashboard.headless import browser as headless_browser
 from dashboard.headless import serve, wait_rendered
-from dashboard.seed_demo import DemoSeed
+from driftline.demo.seed_demo import DemoSeed
 from tests.conftest import REPO, free_port
 
 pytestmark = pytest.mark.browser

@@ -14,8 +14,8 @@ from streamlit.testing.v1 import AppTest
 from collector.background import HOUR_NS
 from collector.store.engine import make_engine
 from collector.store.models.judges import HumanLabel, ReviewItem
-from dashboard.seed import SELF_HOSTED_SERVICE
-from dashboard.seed_demo import GPU_USD_PER_HOUR, DemoSeed
+from driftline.demo.seed import SELF_HOSTED_SERVICE
+from driftline.demo.seed_demo import GPU_USD_PER_HOUR, DemoSeed
 from judges.agreement import cohen_kappa
 from tests.dashboard.conftest import APP, N_CALLS
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drift.canary import (
+from drift.canary.evidence import build_evidence
+from drift.canary.policy import (
     Action,
     CanaryObservations,
     CountObservations,
@@ -25,7 +26,6 @@ from drift.canary import (
     initial_state,
     next_weights,
 )
-from drift.canary_evidence import build_evidence
 
 CASES = Path(__file__).parents[2].parent / "shared" / "cases"
 INC, DEC = Direction.INCREASE_IS_BAD, Direction.DECREASE_IS_BAD

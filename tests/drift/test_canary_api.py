@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from collector.app import create_app
 from collector.auth import create_key
-from drift.cli import canary
+from drift.canary.cli import canary
+from driftline.app import create_app
 from tests.conftest import LiveCollector, make_settings
 
 BODY: dict[str, Any] = {

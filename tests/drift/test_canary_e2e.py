@@ -1,5 +1,5 @@
 """Canary rollouts end to end through the store: spans in through ``/v1/traces``, the rollout
-created through the API, evaluated by the scheduler's function (``drift.canary_jobs``), the
+created through the API, evaluated by the scheduler's function (``drift.canary.jobs``), the
 decision applied to the weights the gateway reads. Case 25 through the stored path."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from sqlalchemy import func, select, update
 from collector.scheduler import JobContext
 from collector.store.models import LLMCall
 from collector.store.models.canary import Rollout
-from drift.canary_jobs import evaluate_rollout, jobs
-from drift.canary_store import get_rollout
+from drift.canary.jobs import evaluate_rollout, jobs
+from drift.canary.store import get_rollout
 from tests.conftest import CASES, wait_for
 
 NS = 1_000_000_000

@@ -130,7 +130,7 @@ def _run(client: TestClient, base: int, current: int, seed: int) -> dict[str, An
     ]  # fmt: skip
     # a separate process, as `driftline drift run` runs beside a collector in production
     res = subprocess.run(
-        [sys.executable, "-m", "collector.cli", *args],
+        [sys.executable, "-m", "driftline.cli", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -198,7 +198,7 @@ def test_topic_shift_flags_input_length_and_embeddings_and_stationary_does_not(
     # each drifted result became one drift_detected event for the alert rules
     from sqlalchemy import select
 
-    from collector.alerts.events import AlertEventRow
+    from alerts.events import AlertEventRow
 
     engine = client.app.state.driftline.engine  # type: ignore[attr-defined]
     with engine.connect() as conn:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from drift.sequential import (
+from drift.canary.sequential import (
     always_valid_pvalue,
     delta_method_ratio,
     e_benjamini_hochberg,

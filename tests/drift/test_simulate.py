@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats
 
-from drift.cli import canary
-from drift.simulate import fixed_n_total_samples, simulate
+from drift.canary.cli import canary
+from drift.canary.simulate import fixed_n_total_samples, simulate
 
 
 def test_aa_false_decisions_within_alpha() -> None:

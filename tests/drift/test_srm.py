@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from drift.srm import srm_chi_square, srm_log_e_value, srm_sequential
+from drift.canary.srm import srm_chi_square, srm_log_e_value, srm_sequential
 
 
 def test_chi_square_matches_scipy_and_threshold() -> None:

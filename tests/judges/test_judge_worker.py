@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from fake_judge_api import FakeJudgeServer, Reply, completion
 from fastapi.testclient import TestClient
 
-from collector.cli import cli
+from driftline.cli import cli
 from judges.agreement import cohen_kappa
 from judges.ppi import classic_mean, ppi_mean
 from judges.sampling import hash_unit

@@ -18,9 +18,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from collector.app import create_app
 from collector.store import engine as store_engine
 from collector.store.models.judges import JudgeResultRow, JudgeSample
+from driftline.app import create_app
 from judges.settings import JudgeSettings
 from judges.worker import run_once
 from serving.engine import EngineProcess

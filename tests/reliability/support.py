@@ -28,7 +28,7 @@ Key = tuple[str, str]
 
 
 def start_collector(db_url: str, port: int) -> subprocess.Popen[bytes]:
-    """Start ``python -m collector.cli collector --dev`` on ``db_url`` and wait for /healthz.
+    """Start ``python -m driftline.cli collector --dev`` on ``db_url`` and wait for /healthz.
 
     Raises:
         AssertionError: the process exited, or was not healthy within 60 s.
@@ -38,7 +38,7 @@ def start_collector(db_url: str, port: int) -> subprocess.Popen[bytes]:
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "driftline.cli",
             "collector",
             "--dev",
             "--port",

@@ -25,7 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.app import create_app
+from driftline.app import create_app
 from tests.conftest import make_settings
 from tests.reliability import otlp_strategies as gen
 

@@ -1,5 +1,5 @@
 """schemathesis against the collector's own OpenAPI document: every operation of every router
-in ``collector.app.ROUTERS`` is called with generated inputs over real HTTP (a uvicorn server
+in ``driftline.app.ROUTERS`` is called with generated inputs over real HTTP (a uvicorn server
 in this process, ``--dev``, SQLite) and must never answer 5xx (``not_a_server_error``).
 
 The schema is read from the running app, so routers registered later are covered without

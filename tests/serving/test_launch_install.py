@@ -133,7 +133,7 @@ def test_importing_collector_and_serving_never_imports_vllm_or_torch() -> None:
     import subprocess
 
     code = (
-        "import sys, collector.cli, serving.cli, serving.gateway, serving.load, serving.prepare,"
+        "import sys, driftline.cli, serving.cli, serving.gateway, serving.load, serving.prepare,"
         " serving.install, serving.engine, serving.launch\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in"
         " ('vllm', 'torch', 'transformers', 'peft'))\n"

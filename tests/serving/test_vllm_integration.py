@@ -89,7 +89,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "driftline.cli",
             "collector",
             "--dev",
             "--port",

@@ -17,7 +17,7 @@ from collector.store.types import JSONType, UTCDateTime
 
 
 class AlertRule(Base):
-    """An alert rule of a tenant; ``spec`` is the pydantic rule (collector.alerts.rules) as JSON."""
+    """An alert rule of a tenant; ``spec`` is the pydantic rule (alerts.rules) as JSON."""
 
     __tablename__ = "alert_rules"
 
@@ -155,7 +155,7 @@ class AlertNotification(Base):
 
 
 class AlertEventRow(Base):
-    """One event for event rules (``collector.alerts.events.emit_event``): a durable inbox.
+    """One event for event rules (``alerts.events.emit_event``): a durable inbox.
 
     ``kind`` is an ``EventKind`` (``drift_detected``, ``canary_rollback``, ...); ``occurred_at``
     is when it happened, ``consumed_at`` when an evaluation applied it (NULL: not yet), in

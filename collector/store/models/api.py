@@ -55,7 +55,7 @@ class Feedback(Base):
 
 
 class EngineSample(Base):
-    """One scrape of an inference engine's ``/metrics`` (see collector.enginemetrics)."""
+    """One scrape of an inference engine's ``/metrics`` (see collector.engines.scrape)."""
 
     __tablename__ = "engine_samples"
 

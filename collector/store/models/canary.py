@@ -1,6 +1,7 @@
-"""Tables of canary / A-B rollouts (drift.canary_store reads and writes them).
+"""Tables of canary / A-B rollouts (drift.canary.store reads and writes them).
 
-- ``rollouts``: one row per (tenant, rollout name): the policy (``drift.canary.RolloutPolicy`` as
+- ``rollouts``: one row per (tenant, rollout name): the policy
+  (``drift.canary.policy.RolloutPolicy`` as
   JSON), the current step, weights in percent, status, a ``version`` bumped on every change of
   weights or status (the gateway reads it), the step history (start times, for the SRM gate) and
   the latest evaluation.

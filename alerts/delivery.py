@@ -1,0 +1,316 @@
+"""The delivery worker: sends due outbox notifications over HTTP, signs them, retries.
+
+One attempt = one signed ``POST`` of the stored body with the notification id as
+``webhook-id`` and ``Idempotency-Key`` (same on every attempt), a fresh ``webhook-timestamp``
+and ``webhook-signature`` (Standard Webhooks). Outcomes and backoff follow
+:mod:`alerts.retry`. Time and sleeping are injected (``clock`` / ``sleep``) so tests of
+hour-long outages run in milliseconds; only the HTTP timeout runs on the real clock.
+
+Order: attempts run in parallel across groups, but the notifications of one (tenant, receiver,
+group) go one at a time in their ``seq`` order: :func:`alerts.outbox.claim_due` only
+hands out the head of each group, so a ``resolved`` never overtakes its ``firing`` (a later
+notification waits until the earlier one is delivered or finally failed).
+
+Metrics (in the ``registry`` passed in):
+
+* ``driftline_alert_delivery_attempts_total{tenant,receiver,result}`` — result ``delivered``,
+  ``retry`` or ``permanent``;
+* ``driftline_alert_notifications_delivered_total{tenant,receiver}``;
+* ``driftline_alert_notifications_failed_total{tenant,receiver,reason}`` — reason
+  ``permanent``, ``max_attempts``, ``max_age`` or ``unknown_receiver``;
+* ``driftline_alert_outbox_notifications{status}`` — gauge of outbox rows by status.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from sqlalchemy import Engine
+
+from alerts import outbox
+from alerts.receivers import Receiver, ReceiverDirectory
+from alerts.retry import (
+    Outcome,
+    RetryPolicy,
+    backoff_delay,
+    classify,
+    parse_retry_after,
+    schedule_retry,
+)
+from alerts.signing import signature_headers
+
+log = logging.getLogger(__name__)
+USER_AGENT = "driftline-alerts/0.1"
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """One HTTP attempt. ``status_code`` None = no response (timeout / connection error)."""
+
+    outcome: Outcome
+    status_code: int | None
+    error: str | None
+    retry_after_s: float | None
+
+
+def send_once(
+    client: httpx.Client,
+    receiver: Receiver,
+    *,
+    msg_id: str,
+    body: bytes,
+    now: float,
+    timeout_s: float,
+) -> AttemptResult:
+    """POST ``body`` to ``receiver`` once, signed at ``now`` (unix seconds); never raises for
+    network errors (they come back as a retryable result). Redirects are not followed."""
+    headers = {
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        "idempotency-key": msg_id,
+        **receiver.headers,
+    }
+    secrets = receiver.signing_secrets(now)
+    headers.update(signature_headers(secrets, msg_id, int(now), body))
+    try:
+        resp = client.post(
+            receiver.url,
+            content=body,
+            headers=headers,
+            timeout=httpx.Timeout(receiver.timeout_s or timeout_s),
+            follow_redirects=False,
+        )
+    except httpx.TimeoutException as exc:
+        return AttemptResult(Outcome.RETRY, None, f"timeout: {type(exc).__name__}", None)
+    except httpx.TransportError as exc:
+        return AttemptResult(Outcome.RETRY, None, f"{type(exc).__name__}: {exc}", None)
+    outcome = classify(resp.status_code)
+    error = None if outcome is Outcome.DELIVERED else f"HTTP {resp.status_code}: {resp.text[:200]}"
+    return AttemptResult(
+        outcome, resp.status_code, error, parse_retry_after(resp.headers.get("retry-after"), now)
+    )
+
+
+class DeliveryWorker:
+    """Drains the outbox of every tenant.
+
+    Args:
+        engine: the store (SQLite or PostgreSQL) holding ``alert_notifications``.
+        receivers: looks receivers up by (tenant, name) at send time.
+        registry: prometheus registry the metrics are registered in.
+        rng: source of backoff jitter.
+        policy: retry limits; ``policy.request_timeout_s`` is the per-attempt timeout.
+        client: httpx client (a default one is created and closed by :meth:`close`).
+        clock: unix seconds now; sleep: waits seconds (both injectable for tests).
+        batch_size: rows claimed per round; concurrency: parallel HTTP attempts, so one hanging
+            receiver does not hold up the others in its batch.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        receivers: ReceiverDirectory,
+        *,
+        registry: CollectorRegistry,
+        rng: np.random.Generator,
+        policy: RetryPolicy | None = None,
+        client: httpx.Client | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        batch_size: int = 32,
+        concurrency: int = 4,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.engine = engine
+        self.receivers = receivers
+        self.policy = policy or RetryPolicy()
+        self.rng = rng
+        self.clock = clock
+        self.sleep = sleep
+        self.batch_size = batch_size
+        self._own_client = client is None
+        self.client = client or httpx.Client()
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="alerts")
+        self._rng_lock = threading.Lock()
+        self.attempts = Counter(
+            "driftline_alert_delivery_attempts",
+            "Webhook delivery attempts by result.",
+            ["tenant", "receiver", "result"],
+            registry=registry,
+        )
+        self.delivered = Counter(
+            "driftline_alert_notifications_delivered",
+            "Notifications delivered (2xx).",
+            ["tenant", "receiver"],
+            registry=registry,
+        )
+        self.failed = Counter(
+            "driftline_alert_notifications_failed",
+            "Notifications given up on, by reason.",
+            ["tenant", "receiver", "reason"],
+            registry=registry,
+        )
+        self.outbox_gauge = Gauge(
+            "driftline_alert_outbox_notifications",
+            "Outbox rows by status.",
+            ["status"],
+            registry=registry,
+        )
+
+    @property
+    def lease_s(self) -> float:
+        """How long a claimed row stays hidden: one timed-out attempt plus a margin."""
+        return self.policy.request_timeout_s + 30.0
+
+    def run_once(self) -> int:
+        """Attempt every notification due now (one batch); returns the number of attempts.
+
+        Never raises for one bad notification: it is logged with its id and counted.
+        """
+        now = self.clock()
+        items = outbox.claim_due(self.engine, now, limit=self.batch_size, lease_s=self.lease_s)
+        futures = [self._pool.submit(self._deliver, item) for item in items]
+        done = 0
+        for item, fut in zip(items, futures, strict=True):
+            try:
+                done += fut.result()
+            except Exception:
+                log.exception("alert delivery of %s/%s crashed", item.tenant, item.id)
+        self.refresh_gauges()
+        return done
+
+    def refresh_gauges(self) -> None:
+        """Set the outbox gauge from the table (every status, 0 when absent)."""
+        counts = outbox.count_by_status(self.engine)
+        for status in (outbox.PENDING, outbox.DELIVERED, outbox.FAILED):
+            self.outbox_gauge.labels(status=status).set(counts.get(status, 0))
+
+    def run_pending(self, *, until: float | None = None) -> int:
+        """Deliver until nothing is pending (or the clock passes ``until``), sleeping through
+        backoff delays with the injected ``sleep``; returns the number of attempts made."""
+        total = 0
+        while True:
+            total += self.run_once()
+            due = outbox.next_due_at(self.engine)
+            now = self.clock()
+            if due is None or (until is not None and due > until):
+                return total
+            if due > now:
+                self.sleep(due - now)
+
+    def run_forever(self, stop: threading.Event, *, poll_s: float = 1.0) -> None:
+        """Background loop: deliver due notifications until ``stop`` is set."""
+        while not stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("alert delivery round failed; retrying in %.1f s", poll_s)
+            stop.wait(poll_s)
+
+    def close(self) -> None:
+        """Stop the thread pool and close the HTTP client if this worker created it."""
+        self._pool.shutdown(wait=True)
+        if self._own_client:
+            self.client.close()
+
+    def _deliver(self, item: outbox.OutboxItem) -> int:
+        receiver = self.receivers.get(item.tenant, item.receiver)
+        if receiver is None:
+            log.error(
+                "notification %s: receiver %r of tenant %r is not configured",
+                item.id,
+                item.receiver,
+                item.tenant,
+            )
+            outbox.mark_failed(self.engine, item, now=self.clock(), reason="unknown_receiver")
+            self.failed.labels(item.tenant, item.receiver, "unknown_receiver").inc()
+            return 0
+        res = send_once(
+            self.client,
+            receiver,
+            msg_id=item.id,
+            body=item.payload,
+            now=self.clock(),
+            timeout_s=self.policy.request_timeout_s,
+        )
+        now = self.clock()
+        attempts_made = item.attempts + 1
+        self.attempts.labels(item.tenant, item.receiver, res.outcome.value).inc()
+        if res.outcome is Outcome.DELIVERED:
+            outbox.record_attempt(
+                self.engine,
+                item,
+                now=now,
+                status_code=res.status_code,
+                error=None,
+                delivered=True,
+                retry_at=None,
+                delay_s=None,
+                failure_reason=None,
+            )
+            self.delivered.labels(item.tenant, item.receiver).inc()
+            return 1
+        if res.outcome is Outcome.PERMANENT:
+            reason: str | None = "permanent"
+            retry_at = delay = None
+        else:
+            with self._rng_lock:
+                delay = backoff_delay(
+                    self.policy,
+                    attempts_made,
+                    rng=self.rng,
+                    previous_delay_s=item.last_delay_s,
+                    retry_after_s=res.retry_after_s,
+                )
+            sched = schedule_retry(
+                self.policy,
+                created_at=item.created_at,
+                attempts_made=attempts_made,
+                now=now,
+                delay_s=delay,
+            )
+            retry_at, delay, reason = sched.retry_at, sched.delay_s, sched.failure_reason
+        outbox.record_attempt(
+            self.engine,
+            item,
+            now=now,
+            status_code=res.status_code,
+            error=res.error,
+            delivered=False,
+            retry_at=retry_at,
+            delay_s=delay,
+            failure_reason=reason,
+        )
+        if reason is not None:
+            log.warning(
+                "notification %s to %s/%s failed after %d attempt(s) (%s): %s",
+                item.id,
+                item.tenant,
+                item.receiver,
+                attempts_made,
+                reason,
+                res.error,
+            )
+            self.failed.labels(item.tenant, item.receiver, reason).inc()
+        else:
+            log.info(
+                "notification %s to %s/%s: attempt %d failed (%s), retry in %.1f s",
+                item.id,
+                item.tenant,
+                item.receiver,
+                attempts_made,
+                res.error,
+                delay or 0,
+            )
+        return 1

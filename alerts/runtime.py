@@ -1,0 +1,161 @@
+"""Alerting inside a running collector: the receiver directory and one tenant's evaluation.
+
+:class:`DbReceivers` looks receivers up in the receivers file first (read-only, operators'
+configuration) and then in the ``alert_receivers`` table (REST API), at send time, so a
+receiver created or rotated through the API is used by the next attempt.
+:func:`evaluate_tenant` is one evaluation round of one tenant: rules from the table, series
+from the store (:mod:`alerts.series`), events from the inbox
+(:mod:`alerts.events`) plus in-memory ones (collector health), all applied and
+enqueued in one transaction. :func:`runtime_for` shares the settings and the file receivers
+between the REST API and the jobs of one app.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from alerts import events as inbox
+from alerts import store
+from alerts.evaluate import EvaluationResult, evaluate_rules
+from alerts.receivers import AlertSettings, Receiver, StaticReceivers, load_receivers
+from alerts.rules import AlertEvent, Series, ThresholdRule
+from alerts.series import rule_series
+from collector.errors import ConfigError
+from collector.settings import describe_validation_error
+from collector.store.models import AlertRule
+
+log = logging.getLogger(__name__)
+_LOCK = threading.Lock()
+EXTRAS_KEY = "alerts"
+
+
+class DbReceivers:
+    """A :class:`~alerts.receivers.ReceiverDirectory`: file receivers, then the table."""
+
+    def __init__(self, engine: Engine, static: StaticReceivers) -> None:
+        self.engine = engine
+        self.static = static
+
+    def get(self, tenant: str, name: str) -> Receiver | None:
+        """The receiver ``name`` of ``tenant`` (file first, then ``alert_receivers``), or None."""
+        r = self.static.get(tenant, name)
+        if r is not None:
+            return r
+        with Session(self.engine) as s:
+            return store.load_db_receiver(s, tenant, name)
+
+
+@dataclass(frozen=True)
+class AlertRuntime:
+    """Alert settings and file receivers of one collector app."""
+
+    settings: AlertSettings
+    static: StaticReceivers
+
+    def directory(self, engine: Engine) -> DbReceivers:
+        """Receiver lookups for ``engine``'s store."""
+        return DbReceivers(engine, self.static)
+
+
+def load_settings() -> AlertSettings:
+    """``AlertSettings`` from the environment (``DRIFTLINE_ALERT_*``).
+
+    Raises:
+        ConfigError: a variable is invalid (the message names it).
+    """
+    try:
+        return AlertSettings()
+    except ValidationError as exc:
+        raise ConfigError(
+            describe_validation_error(exc).replace("DRIFTLINE_", "DRIFTLINE_ALERT_")
+        ) from None
+
+
+def make_runtime(settings: AlertSettings) -> AlertRuntime:
+    """Read the receivers file named by ``settings`` (if any).
+
+    Raises:
+        ReceiverConfigError: the file is missing or invalid (names the variable and path).
+    """
+    static = (
+        load_receivers(settings.receivers_file)
+        if settings.receivers_file is not None
+        else StaticReceivers([])
+    )
+    return AlertRuntime(settings, static)
+
+
+def runtime_for(
+    extras: MutableMapping[str, Any], settings: AlertSettings | None = None
+) -> AlertRuntime:
+    """The :class:`AlertRuntime` cached in an app's ``extras`` (built on first use, from
+    ``settings`` or the environment). Raises ConfigError / ReceiverConfigError like
+    :func:`load_settings` / :func:`make_runtime`."""
+    with _LOCK:
+        rt = extras.get(EXTRAS_KEY)
+        if rt is None:
+            rt = make_runtime(settings if settings is not None else load_settings())
+            extras[EXTRAS_KEY] = rt
+        assert isinstance(rt, AlertRuntime)
+        return rt
+
+
+def tenants_to_evaluate(engine: Engine) -> list[str]:
+    """Tenants with an enabled rule or an unconsumed event, sorted."""
+    with Session(engine) as s:
+        ruled = s.scalars(
+            select(AlertRule.tenant).where(AlertRule.enabled.is_(True)).distinct()
+        ).all()
+        return sorted(set(ruled) | set(inbox.tenants_with_events(s)))
+
+
+def evaluate_tenant(
+    engine: Engine,
+    tenant: str,
+    *,
+    now: float,
+    receivers: DbReceivers | StaticReceivers,
+    external_url: str = "",
+    extra_events: Sequence[AlertEvent] = (),
+) -> EvaluationResult:
+    """Evaluate every enabled rule of ``tenant`` at ``now`` (unix seconds) in one transaction.
+
+    Threshold rules get one sample each from the store; event rules get the tenant's inbox
+    events that happened by ``now`` (then marked consumed) plus ``extra_events``. A rule whose
+    series cannot be computed (e.g. a filter key the statistic does not know) is logged and
+    evaluated without data. Returns what :func:`~alerts.evaluate.evaluate_rules`
+    returns.
+    """
+    with Session(engine) as s, s.begin():
+        rules = store.load_rules(s, tenant)
+        series: dict[str, list[Series]] = {}
+        conn = s.connection()
+        for rule in rules:
+            if isinstance(rule, ThresholdRule):
+                try:
+                    series[rule.name] = rule_series(conn, tenant, rule, now)
+                except ValueError as exc:
+                    log.error(
+                        "tenant %r rule %r: cannot compute series: %s", tenant, rule.name, exc
+                    )
+        pending = inbox.pending_events(s, tenant, until=now)
+        result = evaluate_rules(
+            s,
+            tenant,
+            rules,
+            now=now,
+            receivers=receivers,
+            series=series,
+            events=[e for _, e in pending] + list(extra_events),
+            external_url=external_url,
+        )
+        inbox.mark_consumed(s, [i for i, _ in pending], now)
+    return result

@@ -1,0 +1,253 @@
+"""Metric values for threshold rules, read from the store at evaluation time.
+
+:func:`rule_series` computes one :class:`~alerts.rules.Sample` at ``now`` per label
+set for a :class:`~alerts.rules.ThresholdRule`: the statistic over the calls that
+started in ``[now - window_s, now]`` (``llm_calls.start_unix_nano``), after the rule's
+``filters``, split by its ``group_labels``. Fewer than ``min_samples`` observations give
+``value=None`` (unknown: it neither fires nor resolves an alert).
+
+Statistics (units in the name):
+
+* latencies ``ttft_s``, ``tpot_s``, ``e2e_s``, ``queue_s``, ``itl_s`` (per-call p95 ITL): the
+  rule's ``quantile`` by linear interpolation (Hyndman & Fan 1996 type 7, ``numpy.quantile``
+  default, the same as DuckDB ``quantile_cont``), or the mean when ``quantile`` is None;
+  null latencies are skipped, never read as 0;
+* ``error_rate``: calls with ``status = 'error'`` / calls;
+* ``rejection_rate_429``: error calls whose ``error_type`` is ``429`` or names a rate limit
+  (``RateLimitError``, ``rate_limit_exceeded``, ``too_many_requests``) / calls;
+* ``cost_per_1k_tokens_usd``: ``1000 * sum(cost_usd) / sum(input_tokens + output_tokens)`` over
+  priced calls with known tokens;
+* ``kv_cache_usage``: the highest scraped ``kv_cache_usage`` (0..1) in the window
+  (``engine_samples``; label ``model`` is the engine's ``model_name``, ``url`` its endpoint);
+* ``thumbs_down_rate``: thumbs-down / (thumbs-up + thumbs-down) feedback in the window
+  (by the feedback timestamp; with filters or group labels, only feedback linked to a call);
+* ``judge_score`` / ``judge_pass_rate``: no series here (the judge subsystem emits
+  ``judge_drift`` events instead); rules on them stay unknown.
+
+This reads through SQLAlchemy Core; the analytics module (``collector.store.analytics``,
+DuckDB over Arrow) will replace the latency aggregation once it lands.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy import and_, select
+from sqlalchemy.engine import Connection
+
+from alerts.rules import Sample, Series, ThresholdRule
+from collector.store.models import LLMCall
+from collector.store.models.api import EngineSample, Feedback
+
+log = logging.getLogger(__name__)
+
+#: rule ``filters`` / ``group_labels`` keys -> llm_calls columns
+CALL_LABELS: dict[str, Any] = {
+    "model": LLMCall.model,
+    "service_name": LLMCall.service_name,
+    "service": LLMCall.service_name,
+    "variant": LLMCall.variant,
+    "rollout": LLMCall.rollout,
+    "provider": LLMCall.provider,
+    "operation": LLMCall.operation,
+    "request_model": LLMCall.request_model,
+    "response_model": LLMCall.response_model,
+}
+_ENGINE_LABELS: dict[str, Any] = {"model": EngineSample.model_name, "url": EngineSample.url}
+_LATENCY: dict[str, Any] = {
+    "ttft_s": LLMCall.ttft_s,
+    "tpot_s": LLMCall.tpot_s,
+    "e2e_s": LLMCall.e2e_s,
+    "queue_s": LLMCall.queue_s,
+    "itl_s": LLMCall.itl_p95_s,
+}
+_RATE_LIMITED = {"429", "rate_limit_exceeded", "too_many_requests", "ratelimiterror"}
+
+
+def _cols(mapping: dict[str, Any], keys: Iterable[str], what: str) -> list[tuple[str, Any]]:
+    out = []
+    for k in keys:
+        if k not in mapping:
+            raise ValueError(f"{what} key {k!r} is not one of {', '.join(sorted(mapping))}")
+        out.append((k, mapping[k]))
+    return out
+
+
+def is_rate_limited(error_type: str | None) -> bool:
+    """True when an ``error_type`` means HTTP 429 / a provider's rate limit."""
+    if not error_type:
+        return False
+    e = error_type.strip().lower()
+    return e in _RATE_LIMITED or "ratelimit" in e.replace("_", "").replace(" ", "")
+
+
+def _aggregate(rule: ThresholdRule, rows: Sequence[Sequence[Any]]) -> float | None:
+    """The rule's statistic over ``rows`` (value columns only), None below ``min_samples``."""
+    stat = rule.stat
+    if stat in _LATENCY:
+        vals = np.asarray([r[0] for r in rows if r[0] is not None], dtype=float)
+        if vals.size < rule.min_samples:
+            return None
+        if rule.quantile is None:
+            return float(vals.mean())
+        return float(np.quantile(vals, rule.quantile))
+    if stat in ("error_rate", "rejection_rate_429"):
+        if len(rows) < rule.min_samples:
+            return None
+        if stat == "error_rate":
+            bad = sum(1 for status, _ in rows if status == "error")
+        else:
+            bad = sum(1 for status, et in rows if status == "error" and is_rate_limited(et))
+        return bad / len(rows)
+    if stat == "cost_per_1k_tokens_usd":
+        priced = [
+            (c, i + o) for c, i, o in rows if c is not None and i is not None and o is not None
+        ]
+        tokens = sum(t for _, t in priced)
+        if len(priced) < rule.min_samples or tokens == 0:
+            return None
+        return 1000.0 * sum(c for c, _ in priced) / tokens
+    raise ValueError(f"stat {stat!r} is not a call statistic")
+
+
+def _value_columns(stat: str) -> list[Any]:
+    if stat in _LATENCY:
+        return [_LATENCY[stat]]
+    if stat in ("error_rate", "rejection_rate_429"):
+        return [LLMCall.status, LLMCall.error_type]
+    return [LLMCall.cost_usd, LLMCall.input_tokens, LLMCall.output_tokens]
+
+
+def _grouped(
+    rows: Iterable[Sequence[Any]], names: Sequence[str]
+) -> dict[tuple[str, ...], list[Sequence[Any]]]:
+    """Split rows whose first ``len(names)`` columns are labels (null label -> ``""``)."""
+    out: dict[tuple[str, ...], list[Sequence[Any]]] = defaultdict(list)
+    n = len(names)
+    for r in rows:
+        out[tuple("" if v is None else str(v) for v in r[:n])].append(r[n:])
+    return out
+
+
+def _series(
+    rule: ThresholdRule,
+    names: Sequence[str],
+    groups: dict[tuple[str, ...], list[Sequence[Any]]],
+    now: float,
+    agg: Callable[[Sequence[Sequence[Any]]], float | None],
+) -> list[Series]:
+    if not groups and not names:
+        # No data at all: one unknown sample keeps the (single) alert where it is.
+        return [Series(labels={}, samples=(Sample(now, None),))]
+    return [
+        Series(labels=dict(zip(names, key, strict=True)), samples=(Sample(now, agg(rows)),))
+        for key, rows in sorted(groups.items())
+    ]
+
+
+def rule_series(conn: Connection, tenant: str, rule: ThresholdRule, now: float) -> list[Series]:
+    """One :class:`Series` per label set of ``rule.group_labels``, each with one sample at
+    ``now`` (unix seconds) over the window ``[now - rule.window_s, now]``.
+
+    Raises:
+        ValueError: a filter or group label the statistic cannot be split by (names the key).
+    """
+    since_ns = int((now - rule.window_s) * 1e9)
+    until_ns = int(now * 1e9)
+    names = list(rule.group_labels)
+    if rule.stat in ("judge_score", "judge_pass_rate"):
+        return []
+    if rule.stat == "kv_cache_usage":
+        return _kv_series(conn, tenant, rule, names, since_ns, until_ns, now)
+    if rule.stat == "thumbs_down_rate":
+        return _thumbs_series(conn, tenant, rule, names, since_ns, until_ns, now)
+    label_cols = [c for _, c in _cols(CALL_LABELS, names, "group_labels")]
+    q = select(*label_cols, *_value_columns(rule.stat)).where(
+        LLMCall.tenant == tenant,
+        LLMCall.start_unix_nano >= since_ns,
+        LLMCall.start_unix_nano <= until_ns,
+    )
+    for k, col in _cols(CALL_LABELS, rule.filters, "filters"):
+        q = q.where(col == rule.filters[k])
+    groups = _grouped(conn.execute(q).all(), names)
+    return _series(rule, names, groups, now, lambda rows: _aggregate(rule, rows))
+
+
+def _kv_series(
+    conn: Connection,
+    tenant: str,
+    rule: ThresholdRule,
+    names: Sequence[str],
+    since_ns: int,
+    until_ns: int,
+    now: float,
+) -> list[Series]:
+    label_cols = [c for _, c in _cols(_ENGINE_LABELS, names, "group_labels")]
+    q = select(*label_cols, EngineSample.kv_cache_usage).where(
+        EngineSample.tenant == tenant,
+        EngineSample.scraped_unix_nano >= since_ns,
+        EngineSample.scraped_unix_nano <= until_ns,
+        EngineSample.kv_cache_usage.is_not(None),
+    )
+    for k, col in _cols(_ENGINE_LABELS, rule.filters, "filters"):
+        q = q.where(col == rule.filters[k])
+    groups = _grouped(conn.execute(q).all(), names)
+
+    def peak(rows: Sequence[Sequence[Any]]) -> float | None:
+        vals = [float(r[0]) for r in rows]
+        return max(vals) if len(vals) >= rule.min_samples else None
+
+    return _series(rule, names, groups, now, peak)
+
+
+def _thumbs_series(
+    conn: Connection,
+    tenant: str,
+    rule: ThresholdRule,
+    names: Sequence[str],
+    since_ns: int,
+    until_ns: int,
+    now: float,
+) -> list[Series]:
+    label_cols = [c for _, c in _cols(CALL_LABELS, names, "group_labels")]
+    q = select(*label_cols, Feedback.kind).where(
+        Feedback.tenant == tenant,
+        Feedback.kind.in_(("thumbs_up", "thumbs_down")),
+        Feedback.timestamp_unix_nano >= since_ns,
+        Feedback.timestamp_unix_nano <= until_ns,
+    )
+    if names or rule.filters:
+        q = q.join(
+            LLMCall,
+            and_(
+                LLMCall.tenant == Feedback.tenant,
+                LLMCall.trace_id == Feedback.trace_id,
+                LLMCall.span_id == Feedback.span_id,
+            ),
+        )
+        for k, col in _cols(CALL_LABELS, rule.filters, "filters"):
+            q = q.where(col == rule.filters[k])
+    groups = _grouped(conn.execute(q).all(), names)
+
+    def rate(rows: Sequence[Sequence[Any]]) -> float | None:
+        if len(rows) < rule.min_samples:
+            return None
+        return sum(1 for (kind,) in rows if kind == "thumbs_down") / len(rows)
+
+    return _series(rule, names, groups, now, rate)
+
+
+def check_rule_labels(rule: ThresholdRule) -> None:
+    """Validate that ``rule.filters`` and ``rule.group_labels`` name dimensions its statistic
+    can be split by.
+
+    Raises:
+        ValueError: an unknown key (the message names ``filters`` or ``group_labels``).
+    """
+    mapping = _ENGINE_LABELS if rule.stat == "kv_cache_usage" else CALL_LABELS
+    _cols(mapping, rule.filters, "filters")
+    _cols(mapping, rule.group_labels, "group_labels")

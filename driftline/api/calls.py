@@ -1,0 +1,94 @@
+"""``GET /api/v1/calls`` and ``GET /api/v1/calls/{call_id}``: the canonical call records."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from collector.errors import BadRequestError, NotFoundError
+from collector.store import queries
+from driftline.api.deps import State, Tenant
+
+router = APIRouter(prefix="/api/v1", tags=["calls"])
+
+
+def parse_time(value: str | None, name: str) -> int | None:
+    """Unix nanoseconds from unix seconds (float) or ISO 8601 (naive = UTC).
+
+    Raises:
+        BadRequestError: the value is neither (HTTP 400, names the parameter).
+    """
+    if value is None or value == "":
+        return None
+    try:
+        return int(float(value) * 1e9)
+    except ValueError:
+        pass
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadRequestError(
+            f"{name} must be unix seconds or ISO 8601 (e.g. 2026-01-31T12:00:00Z), got {value!r}"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return int(parsed.timestamp() * 1_000_000) * 1000
+
+
+def _hex(value: str | None, size: int, name: str) -> str | None:
+    if value is None:
+        return None
+    v = value.strip().lower()
+    if len(v) != size or any(c not in "0123456789abcdef" for c in v):
+        raise BadRequestError(f"{name} must be {size} hex characters, got {value!r}")
+    return v
+
+
+@router.get("/calls", summary="List LLM call records, newest first")
+def list_calls(
+    state: State,
+    tenant: Tenant,
+    trace_id: str | None = None,
+    span_id: str | None = None,
+    model: str | None = None,
+    service: str | None = None,
+    variant: str | None = None,
+    rollout: str | None = None,
+    finish_reason: str | None = None,
+    user: str | None = None,
+    has_feedback: bool | None = None,
+    since: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
+    until: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
+    limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = 100,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    flt = queries.CallFilter(
+        trace_id=_hex(trace_id, 32, "trace_id"),
+        span_id=_hex(span_id, 16, "span_id"),
+        model=model,
+        service=service,
+        variant=variant,
+        rollout=rollout,
+        finish_reason=finish_reason,
+        user_id=user,
+        has_feedback=has_feedback,
+        since_unix_nano=parse_time(since, "since"),
+        until_unix_nano=parse_time(until, "until"),
+    )
+    try:
+        with state.engine.connect() as conn:
+            items, next_cursor = queries.list_calls(conn, tenant, flt, limit=limit, cursor=cursor)
+    except ValueError as exc:
+        raise BadRequestError(str(exc)) from None
+    return {"items": items, "next_cursor": next_cursor}
+
+
+@router.get("/calls/{call_id}", summary="One LLM call record with its spans and feedback")
+def get_call(call_id: str, state: State, tenant: Tenant) -> dict[str, Any]:
+    with state.engine.connect() as conn:
+        call = queries.get_call(conn, tenant, call_id)
+    if call is None:
+        raise NotFoundError(f"call {call_id!r} not found")
+    return call

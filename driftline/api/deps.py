@@ -1,0 +1,81 @@
+"""Typed FastAPI dependencies: the app state and the tenant of the request, per permission.
+
+``--dev``: every request is tenant ``default`` with every permission (loopback only).
+Otherwise ``Authorization: Bearer <key>`` decides the tenant; a key without the permission
+gets 403, a missing/invalid key 401.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from sqlalchemy import Engine
+
+from collector.auth import ForbiddenError, KeyStore, Principal
+from collector.cost.prices import PriceTable
+from collector.ingest.capture import CapturePolicies
+from collector.ingest.writer import BatchWriter
+from collector.settings import Settings
+from collector.telemetry.metrics import IngestMetrics
+
+DEV_TENANT = "default"
+DEV_PRINCIPAL = Principal(tenant=DEV_TENANT, role="admin", key_id=None)
+
+
+@dataclass
+class AppState:
+    """Everything the routes need; built once in the app's lifespan."""
+
+    settings: Settings
+    engine: Engine
+    prices: PriceTable
+    writer: BatchWriter
+    metrics: IngestMetrics
+    keys: KeyStore
+    capture: CapturePolicies
+    grpc_port: int | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState = request.app.state.driftline
+    return state
+
+
+def principal_of(state: AppState, authorization: str | None) -> Principal:
+    """Resolve the caller (dev mode: the default admin)."""
+    if state.settings.dev:
+        return DEV_PRINCIPAL
+    return state.keys.verify(authorization)
+
+
+def get_principal(request: Request) -> Principal:
+    return principal_of(get_state(request), request.headers.get("authorization"))
+
+
+def _tenant_with(permission: str) -> Callable[[Request], str]:
+    def dependency(request: Request) -> str:
+        principal = get_principal(request)
+        if not principal.allows(permission):
+            raise ForbiddenError(f"this API key (role {principal.role}) may not {permission}")
+        return principal.tenant
+
+    dependency.__name__ = f"tenant_with_{permission}"
+    return dependency
+
+
+State = Annotated[AppState, Depends(get_state)]
+CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+#: tenant of a caller allowed to read (GET routes)
+ReadTenant = Annotated[str, Depends(_tenant_with("read"))]
+#: tenant of a caller allowed to send telemetry and feedback
+IngestTenant = Annotated[str, Depends(_tenant_with("ingest"))]
+#: tenant of a caller allowed to label review samples
+ReviewTenant = Annotated[str, Depends(_tenant_with("review"))]
+#: tenant of an admin (rollout changes, receivers, keys)
+AdminTenant = Annotated[str, Depends(_tenant_with("admin"))]
+#: kept for the read routes written before roles existed
+Tenant = ReadTenant

@@ -1,0 +1,45 @@
+"""``GET /api/v1/drift/runs`` and ``GET /api/v1/drift/runs/{run_id}``: stored drift runs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from collector.errors import BadRequestError, NotFoundError
+from collector.store import driftqueries
+from driftline.api.deps import ReadTenant, State
+
+router = APIRouter(prefix="/api/v1", tags=["drift"])
+
+
+@router.get("/drift/runs", summary="Drift runs of the tenant, newest first")
+def list_drift_runs(
+    state: State,
+    tenant: ReadTenant,
+    limit: Annotated[int, Query(ge=1, le=driftqueries.MAX_PAGE)] = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    try:
+        with state.engine.connect() as conn:
+            items, next_cursor = driftqueries.list_runs(conn, tenant, limit=limit, cursor=cursor)
+    except ValueError as exc:
+        raise BadRequestError(str(exc)) from None
+    return {"items": items, "next_cursor": next_cursor}
+
+
+@router.get(
+    "/drift/runs/{run_id}",
+    summary="One drift run with every signal × segment result and its histograms",
+)
+def get_drift_run(
+    run_id: str,
+    state: State,
+    tenant: ReadTenant,
+    drifted_only: bool = False,
+) -> dict[str, Any]:
+    with state.engine.connect() as conn:
+        run = driftqueries.get_run(conn, tenant, run_id, drifted_only=drifted_only)
+    if run is None:
+        raise NotFoundError(f"drift run {run_id!r} not found")
+    return run

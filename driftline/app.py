@@ -1,0 +1,150 @@
+"""The collector's FastAPI application: ``create_app(settings)`` plus its lifespan.
+
+The lifespan migrates the schema (``auto_migrate``), loads the price table, starts the span
+writer and the OTLP/gRPC receiver, and stops them in reverse order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+
+from collector.auth import ForbiddenError, KeyStore, ensure_tenant
+from collector.cost.prices import PriceTable
+from collector.errors import ConfigError
+from collector.ingest import feedback
+from collector.ingest.capture import CapturePolicies
+from collector.ingest.grpc_server import TraceService, start_grpc_server
+from collector.ingest.normalize import CallRecord
+from collector.ingest.writer import BatchWriter
+from collector.scheduler import JobContext, Scheduler
+from collector.settings import Settings, is_loopback
+from collector.store import engine as store_engine
+from collector.telemetry.kpis import LLMKpis
+from collector.telemetry.metrics import IngestMetrics
+from driftline.api import alerts as api_alerts
+from driftline.api import calls, errors, health, otlp, quality, rollouts, stats
+from driftline.api import drift as api_drift
+from driftline.api import feedback as api_feedback
+from driftline.api.deps import DEV_TENANT, AppState, principal_of
+from driftline.jobs import load_jobs
+
+log = logging.getLogger(__name__)
+
+#: every APIRouter the app serves; one line per resource.
+ROUTERS: list[APIRouter] = [
+    otlp.router,
+    calls.router,
+    health.router,
+    quality.router,
+    stats.router,
+    api_feedback.router,
+    rollouts.router,
+    api_drift.router,
+    api_alerts.router,
+]
+
+
+def check_mode(settings: Settings) -> None:
+    """Refuse unsafe modes at start-up.
+
+    Raises:
+        ConfigError: ``--dev`` (no authentication) bound beyond loopback.
+    """
+    if settings.dev and not is_loopback(settings.host):
+        raise ConfigError(
+            f"DRIFTLINE_HOST: --dev has no authentication and binds loopback only, "
+            f"got {settings.host!r}"
+        )
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """Build the collector app for ``settings`` (nothing starts until the lifespan runs)."""
+    check_mode(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.auto_migrate:
+            store_engine.upgrade(settings.database_url)
+        engine = store_engine.make_engine(settings.database_url)
+        prices = PriceTable.load(settings.prices)
+        metrics = IngestMetrics.create()
+        writer = BatchWriter(
+            engine,
+            prices,
+            max_queue_spans=settings.queue_max_spans,
+            max_batch_spans=settings.writer_max_batch_spans,
+            max_text_chars=settings.max_text_chars,
+        )
+        writer.start()
+        keys = KeyStore(engine)
+        capture = CapturePolicies(engine, settings.capture_content)
+        state = AppState(settings, engine, prices, writer, metrics, keys, capture)
+        if settings.dev:
+            ensure_tenant(engine, DEV_TENANT)
+        pending = feedback.has_pending(engine)
+        state.extras["feedback_pending_tenants"] = pending
+
+        def link_feedback(tenant: str, records: list[CallRecord]) -> None:
+            if tenant in pending:
+                feedback.link_pending(
+                    engine,
+                    tenant,
+                    (r.trace_id for r in records),
+                    (x for r in records for x in (r.response_id, r.call_id) if x),
+                )
+
+        writer.add_after_commit(link_feedback)
+        kpis = LLMKpis.create(metrics.registry)
+
+        def observe_kpis(_tenant: str, records: list[CallRecord]) -> None:
+            kpis.observe(records)
+
+        writer.add_after_commit(observe_kpis)
+
+        def grpc_tenant(authorization: str | None) -> str:
+            principal = principal_of(state, authorization)
+            if not principal.allows("ingest"):
+                raise ForbiddenError(f"this API key (role {principal.role}) may not ingest")
+            return principal.tenant
+
+        grpc_server = None
+        if settings.grpc_port >= 0 and settings.grpc_enabled:
+            servicer = TraceService(
+                writer, metrics, grpc_tenant, settings.max_text_chars, capture.mode
+            )
+            grpc_server, state.grpc_port = start_grpc_server(
+                servicer,
+                settings.host,
+                settings.grpc_port,
+                max_message_bytes=settings.max_body_bytes,
+            )
+            log.info("OTLP/gRPC receiver on %s:%s", settings.host, state.grpc_port)
+        app.state.driftline = state
+        scheduler = Scheduler(
+            JobContext(settings, engine, metrics.registry, {"state": state}),
+            load_jobs(settings) if settings.scheduler_enabled else [],
+        )
+        scheduler.start()
+        try:
+            yield
+        finally:
+            await scheduler.stop()
+            if grpc_server is not None:
+                grpc_server.stop(grace=5).wait(10)
+            writer.close()
+            engine.dispose()
+
+    app = FastAPI(
+        title="driftline collector",
+        version="0.1.0",
+        summary="OTLP gen_ai ingestion and the LLM-call store",
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    return app

@@ -1,0 +1,37 @@
+"""The job registry: every scheduled job the collector process runs (scrapes, judges, canary,
+drift, alerts), one line per subsystem, imported here where the whole product is composed.
+
+Each subsystem exposes a factory ``jobs(settings) -> list[Job]`` next to the work it schedules.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from alerts import jobs as alert_jobs
+from collector import background
+from collector.scheduler import Job
+from drift import jobs as drift_jobs
+from drift.canary import jobs as canary_jobs
+from judges import jobs as judge_jobs
+
+log = logging.getLogger(__name__)
+
+#: factories returning the jobs enabled by the collector's settings, in start order.
+JOB_FACTORIES: list[Callable[[Any], list[Job]]] = [
+    background.jobs,
+    judge_jobs.jobs,
+    canary_jobs.jobs,
+    drift_jobs.jobs,
+    alert_jobs.jobs,
+]
+
+
+def load_jobs(settings: Any) -> list[Job]:
+    """All jobs enabled by ``settings`` (the collector's :class:`~collector.settings.Settings`)."""
+    jobs: list[Job] = []
+    for factory in JOB_FACTORIES:
+        jobs.extend(factory(settings))
+    return jobs
