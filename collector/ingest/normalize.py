@@ -14,12 +14,28 @@ under two names counts once. Unknown stays ``None``: never 0.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from collector.cost.prices import PriceTable, token_cost
 from collector.ingest import content
+from collector.ingest.dialects import (
+    CACHE_READ_KEYS,
+    CACHE_WRITE_KEYS,
+    INPUT_TOKEN_KEYS,
+    OUTPUT_TOKEN_KEYS,
+    REASONING_KEYS,
+    SESSION_KEYS,
+    STATUS_NAMES,
+    TTFT_KEYS,
+    USER_KEYS,
+    as_str,
+    classify_operation,
+    detect_dialect,
+    detect_provider,
+    detect_request_model,
+    is_engine_span,
+)
 from collector.ingest.values import (
     finish_reasons,
     first,
@@ -28,99 +44,6 @@ from collector.ingest.values import (
     tokens,
 )
 from collector.store.schema import CALL_COLUMNS, SpanData
-
-CALL_OPERATIONS = {
-    "chat": "chat",
-    "text_completion": "text_completion",
-    "completion": "text_completion",
-    "generate_content": "generate_content",
-    "embeddings": "embeddings",
-    "embedding": "embeddings",
-}
-#: operations that wrap LLM calls (their token totals would double count)
-NON_CALL_OPERATIONS = {
-    "execute_tool",
-    "invoke_agent",
-    "create_agent",
-    "invoke_workflow",
-    "retrieval",
-    "plan",
-    "create_memory",
-    "create_memory_store",
-    "delete_memory",
-    "delete_memory_store",
-    "search_memory",
-    "update_memory",
-    "upsert_memory",
-    "vectordb",
-    "framework",
-    "agent",
-    "execute_task",
-    "workflow",
-    "task",
-    "tool",
-    "unknown",
-    "rerank",
-}
-_OPENINFERENCE_KIND = {"LLM": "chat", "EMBEDDING": "embeddings"}
-_PROVIDER_MAP = {
-    "az.ai.openai": "azure.ai.openai",
-    "az.ai.inference": "azure.ai.inference",
-    "azure_openai": "azure.ai.openai",
-    "vertex_ai": "gcp.vertex_ai",
-    "gemini": "gcp.gemini",
-    "xai": "x_ai",
-    "ibm.watson.ai": "ibm.watsonx.ai",
-    "mistralai": "mistral_ai",
-}
-
-INPUT_TOKEN_KEYS = (
-    "gen_ai.usage.input_tokens",
-    "gen_ai.usage.prompt_tokens",
-    "llm.token_count.prompt",
-    "llm.usage.prompt_tokens",
-)
-OUTPUT_TOKEN_KEYS = (
-    "gen_ai.usage.output_tokens",
-    "gen_ai.usage.completion_tokens",
-    "llm.token_count.completion",
-    "llm.usage.completion_tokens",
-)
-CACHE_READ_KEYS = (
-    "gen_ai.usage.cache_read.input_tokens",
-    "gen_ai.usage.cache_read_input_tokens",
-    "llm.token_count.prompt_details.cache_read",
-    "gen_ai.usage.cached_tokens",
-)
-CACHE_WRITE_KEYS = (
-    "gen_ai.usage.cache_write.input_tokens",
-    "gen_ai.usage.cache_creation.input_tokens",
-    "gen_ai.usage.cache_creation_input_tokens",
-    "llm.token_count.prompt_details.cache_write",
-)
-REASONING_KEYS = (
-    "gen_ai.usage.reasoning.output_tokens",
-    "gen_ai.usage.reasoning_tokens",
-    "llm.token_count.completion_details.reasoning",
-)
-TTFT_KEYS = (
-    "gen_ai.response.time_to_first_chunk",
-    "gen_ai.latency.time_to_first_token",
-    "gen_ai.server.time_to_first_token",
-)
-USER_KEYS = (
-    "user.id",
-    "enduser.id",
-    "llm.user",
-    "gen_ai.request.user",
-    "traceloop.association.properties.user_id",
-)
-SESSION_KEYS = (
-    "gen_ai.conversation.id",
-    "session.id",
-    "traceloop.association.properties.session_id",
-)
-_STATUS = {0: "unset", 1: "ok", 2: "error"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,133 +149,11 @@ class CallRecord:
 assert tuple(f.name for f in fields(CallRecord)) == CALL_COLUMNS, "CallRecord != llm_calls"
 
 
-def _is_engine(span: SpanData) -> bool:
-    if span.name != "llm_request":
-        return False
-    if (span.scope_name or "").startswith("vllm"):
-        return True
-    return any(k.startswith("gen_ai.latency.") for k in span.attributes)
-
-
-def _operation(span: SpanData, attrs: Mapping[str, Any]) -> tuple[str | None, bool]:
-    """(canonical operation, is an LLM call)."""
-    op = attrs.get("gen_ai.operation.name")
-    if isinstance(op, str) and op:
-        low = op.lower()
-        if low in NON_CALL_OPERATIONS:
-            return low, False
-        return CALL_OPERATIONS.get(low, low), True
-    req_type = attrs.get("llm.request.type")
-    if isinstance(req_type, str) and req_type:
-        low = req_type.lower()
-        return CALL_OPERATIONS.get(low, low), low in CALL_OPERATIONS
-    oi_kind = attrs.get("openinference.span.kind")
-    if isinstance(oi_kind, str):
-        mapped = _OPENINFERENCE_KIND.get(oi_kind.upper())
-        return mapped, mapped is not None
-    if attrs.get("traceloop.span.kind"):
-        return None, False
-    first_token = span.name.split(" ", 1)[0].lower()
-    if first_token in CALL_OPERATIONS:
-        return CALL_OPERATIONS[first_token], True
-    has_llm_keys = any(
-        k in attrs
-        for k in (
-            *INPUT_TOKEN_KEYS,
-            *OUTPUT_TOKEN_KEYS,
-            "gen_ai.request.model",
-            "gen_ai.system",
-            "gen_ai.provider.name",
-            "gen_ai.response.model",
-        )
-    )
-    return None, has_llm_keys
-
-
-def _dialect(span: SpanData, attrs: Mapping[str, Any], engine: bool) -> str:
-    if engine:
-        return "vllm"
-    # one pass over the keys for both prefix tests (most spans have neither prefix)
-    prefixed = [k for k in attrs if k.startswith(("llm.token_count.", "traceloop."))]
-    if "openinference.span.kind" in attrs or any(
-        k.startswith("llm.token_count.") for k in prefixed
-    ):
-        return "openinference"
-    scope = (span.scope_name or "").lower()
-    if scope.startswith("openlit") or any(
-        k in attrs for k in ("gen_ai.application_name", "gen_ai.environment", "gen_ai.sdk.version")
-    ):
-        return "openlit"
-    if (
-        scope.startswith("traceloop")
-        or "llm.request.type" in attrs
-        or "llm.usage.total_tokens" in attrs
-        or any(k.startswith("traceloop.") for k in prefixed)
-    ):
-        return "openllmetry"
-    if any(
-        k in attrs
-        for k in (
-            "gen_ai.provider.name",
-            "gen_ai.usage.input_tokens",
-            "gen_ai.usage.output_tokens",
-            "gen_ai.input.messages",
-            "gen_ai.output.messages",
-            "gen_ai.response.time_to_first_chunk",
-        )
-    ):
-        return "semconv"
-    return "semconv-legacy"
-
-
-def _provider(attrs: Mapping[str, Any], engine: bool) -> str | None:
-    value = first(attrs, ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"))
-    if isinstance(value, str) and value:
-        low = value.strip().lower()
-        return _PROVIDER_MAP.get(low, low)
-    return "vllm" if engine else None
-
-
-def _str(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    return value if isinstance(value, str) else str(value)
-
-
-def _request_model(span: SpanData, attrs: Mapping[str, Any], operation: str | None) -> str | None:
-    value = _str(
-        first(
-            attrs,
-            (
-                "gen_ai.request.model",
-                "llm.request.model_name",
-                "llm.model_name",
-                "embedding.model_name",
-            ),
-        )
-    )
-    if value:
-        return value
-    params = content._maybe_json(attrs.get("llm.invocation_parameters"))
-    if isinstance(params, Mapping) and params.get("model"):
-        return str(params["model"])
-    if operation and span.name.startswith(operation + " "):
-        return span.name[len(operation) + 1 :].strip() or None
-    return None
-
-
 def _truncate(text: str | None, limit: int, flags: set[str]) -> str | None:
     if text is None or len(text) <= limit:
         return text
     flags.add("text_truncated")
     return f"{text[:limit]}…[truncated by driftline: original length {len(text)} chars]"
-
-
-def llm_role(span: SpanData) -> str | None:
-    """``engine`` for a vLLM ``llm_request`` span, ``client`` for another LLM call, else None."""
-    if _is_engine(span):
-        return "engine"
-    return "client" if _operation(span, span.attributes)[1] else None
 
 
 def extract(
@@ -368,8 +169,8 @@ def extract(
     ``e2e_s`` when no ``gen_ai.latency.e2e`` is present, and only if end >= start > 0.
     """
     attrs = span.attributes
-    engine = _is_engine(span)
-    operation, is_call = _operation(span, attrs)
+    engine = is_engine_span(span)
+    operation, is_call = classify_operation(span, attrs)
     if not engine and not is_call:
         return None
     if engine and operation is None:
@@ -397,13 +198,13 @@ def extract(
         )
     ) or finish_reasons(msg_reasons)
 
-    error_type = _str(attrs.get("error.type"))
+    error_type = as_str(attrs.get("error.type"))
     if error_type is None:
         for ev in span.events:
             if ev.get("name") == "exception":
-                error_type = _str((ev.get("attributes") or {}).get("exception.type"))
+                error_type = as_str((ev.get("attributes") or {}).get("exception.type"))
                 break
-    status = _STATUS.get(span.status_code, "unset")
+    status = STATUS_NAMES.get(span.status_code, "unset")
     if status == "error" and error_type is None:
         error_type = "error"
 
@@ -413,18 +214,18 @@ def extract(
         span_id=span.span_id,
         parent_span_id=span.parent_span_id,
         role="engine" if engine else "client",
-        dialect=_dialect(span, attrs, engine),
+        dialect=detect_dialect(span, attrs, engine),
         service_name=span.service_name,
         operation=operation,
-        provider=_provider(attrs, engine),
-        request_model=_request_model(span, attrs, operation),
-        response_model=_str(first(attrs, ("gen_ai.response.model", "llm.response.model_name"))),
-        response_id=_str(first(attrs, ("gen_ai.response.id", "llm.response.id"))),
-        server_request_id=_str(attrs.get("gen_ai.request.id")),
-        rollout=_str(attrs.get("driftline.rollout")),
-        variant=_str(attrs.get("driftline.variant")),
-        user_id=_str(first(attrs, USER_KEYS)),
-        session_id=_str(first(attrs, SESSION_KEYS)),
+        provider=detect_provider(attrs, engine),
+        request_model=detect_request_model(span, attrs, operation),
+        response_model=as_str(first(attrs, ("gen_ai.response.model", "llm.response.model_name"))),
+        response_id=as_str(first(attrs, ("gen_ai.response.id", "llm.response.id"))),
+        server_request_id=as_str(attrs.get("gen_ai.request.id")),
+        rollout=as_str(attrs.get("driftline.rollout")),
+        variant=as_str(attrs.get("driftline.variant")),
+        user_id=as_str(first(attrs, USER_KEYS)),
+        session_id=as_str(first(attrs, SESSION_KEYS)),
         start_unix_nano=start,
         end_unix_nano=end,
         input_tokens=tokens(attrs, INPUT_TOKEN_KEYS, flags),

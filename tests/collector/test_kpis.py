@@ -12,7 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.ingest.normalize import CALL_COLUMNS, CallRecord
+from collector.ingest.normalize import CallRecord
+from collector.store.schema import CALL_COLUMNS
 from collector.telemetry.kpis import E2E_BUCKETS_S, TPOT_BUCKETS_S, TTFT_BUCKETS_S, LLMKpis
 
 BASE = CallRecord(**{name: None for name in CALL_COLUMNS} | {"flags": [], "status": "ok"})  # type: ignore[arg-type]

@@ -8,17 +8,11 @@ from typing import Any
 import pytest
 
 from collector.cost.prices import PriceTable
-from collector.ingest.normalize import (
-    CALL_COLUMNS,
-    extract,
-    finalize,
-    llm_role,
-    merge,
-    normalize_span,
-)
+from collector.ingest.dialects import llm_role
+from collector.ingest.normalize import extract, finalize, merge, normalize_span
 from collector.ingest.values import finish_reasons
 from collector.store.models import LLMCall
-from collector.store.schema import SpanData
+from collector.store.schema import CALL_COLUMNS, SpanData
 from tests.conftest import PRICE_FIXTURE
 
 PRICES = PriceTable.load(PRICE_FIXTURE)

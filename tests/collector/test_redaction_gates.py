@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector.ingest import redaction as r
+from collector.ingest import redaction_gates as g
 
 FRAGMENTS = [
     "key",
@@ -62,7 +63,7 @@ KV_TAIL = re.compile(r"[a-z0-9_.-]{0,40}[\"']?\s*[:=]")
 def key_value_possible_reference(low: str) -> bool:
     """The plain definition: some keyword occurrence has ``:``/``=`` in the 45 characters
     after it and the key tail pattern matches there."""
-    for word in r._KEY_WORDS:
+    for word in g.KEY_WORDS:
         i = low.find(word)
         while i != -1:
             end = i + len(word)
@@ -77,18 +78,18 @@ def key_value_possible_reference(low: str) -> bool:
 @given(TEXTS)
 def test_gates_equal_their_definitions(text: str) -> None:
     low = text.lower()
-    assert r._key_value_possible(low) == key_value_possible_reference(low)
-    assert r._secret_possible(text) == any(m in text for m in r._SECRET_MARKERS)
-    assert r._has_digit(text) == any(ch in "0123456789" for ch in text)
+    assert g.key_value_possible(low) == key_value_possible_reference(low)
+    assert g.secret_possible(text) == any(m in text for m in g.SECRET_MARKERS)
+    assert g.has_digit(text) == any(ch in "0123456789" for ch in text)
 
 
 def test_key_value_gate_on_separator_dense_text() -> None:
     """More separators than windows: the keyword-by-keyword scan is used."""
     dense = '{"a": 1, "b": 2, ' * 20
-    assert r._key_value_possible((dense + '"api_key": "x"}').lower())
-    assert not r._key_value_possible((dense + '"other": "token x"}').lower())
+    assert g.key_value_possible((dense + '"api_key": "x"}').lower())
+    assert not g.key_value_possible((dense + '"other": "token x"}').lower())
     far = "token" + " " * 60 + "= 12345678abc"  # separator beyond 45 characters
-    assert not r._key_value_possible(far) and not key_value_possible_reference(far)
+    assert not g.key_value_possible(far) and not key_value_possible_reference(far)
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))

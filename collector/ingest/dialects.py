@@ -1,0 +1,232 @@
+"""Which dialect a span speaks and what kind of call it is: operation, provider, request model.
+
+The dialect table (key priorities per dialect) is documented in ``docs/dialects.md`` and follows
+``otel-genai-otlp-webhooks.md`` §3.5: semconv current -> deprecated -> OpenInference ->
+OpenLLMetry -> OpenLIT; vLLM's ``llm_request`` span is the engine dialect. Pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from collector.ingest import content
+from collector.ingest.values import first
+from collector.store.schema import SpanData
+
+CALL_OPERATIONS = {
+    "chat": "chat",
+    "text_completion": "text_completion",
+    "completion": "text_completion",
+    "generate_content": "generate_content",
+    "embeddings": "embeddings",
+    "embedding": "embeddings",
+}
+#: operations that wrap LLM calls (their token totals would double count)
+NON_CALL_OPERATIONS = {
+    "execute_tool",
+    "invoke_agent",
+    "create_agent",
+    "invoke_workflow",
+    "retrieval",
+    "plan",
+    "create_memory",
+    "create_memory_store",
+    "delete_memory",
+    "delete_memory_store",
+    "search_memory",
+    "update_memory",
+    "upsert_memory",
+    "vectordb",
+    "framework",
+    "agent",
+    "execute_task",
+    "workflow",
+    "task",
+    "tool",
+    "unknown",
+    "rerank",
+}
+_OPENINFERENCE_KIND = {"LLM": "chat", "EMBEDDING": "embeddings"}
+_PROVIDER_MAP = {
+    "az.ai.openai": "azure.ai.openai",
+    "az.ai.inference": "azure.ai.inference",
+    "azure_openai": "azure.ai.openai",
+    "vertex_ai": "gcp.vertex_ai",
+    "gemini": "gcp.gemini",
+    "xai": "x_ai",
+    "ibm.watson.ai": "ibm.watsonx.ai",
+    "mistralai": "mistral_ai",
+}
+
+INPUT_TOKEN_KEYS = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+    "llm.usage.prompt_tokens",
+)
+OUTPUT_TOKEN_KEYS = (
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+    "llm.usage.completion_tokens",
+)
+CACHE_READ_KEYS = (
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+    "gen_ai.usage.cached_tokens",
+)
+CACHE_WRITE_KEYS = (
+    "gen_ai.usage.cache_write.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.cache_creation_input_tokens",
+    "llm.token_count.prompt_details.cache_write",
+)
+REASONING_KEYS = (
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.usage.reasoning_tokens",
+    "llm.token_count.completion_details.reasoning",
+)
+TTFT_KEYS = (
+    "gen_ai.response.time_to_first_chunk",
+    "gen_ai.latency.time_to_first_token",
+    "gen_ai.server.time_to_first_token",
+)
+USER_KEYS = (
+    "user.id",
+    "enduser.id",
+    "llm.user",
+    "gen_ai.request.user",
+    "traceloop.association.properties.user_id",
+)
+SESSION_KEYS = (
+    "gen_ai.conversation.id",
+    "session.id",
+    "traceloop.association.properties.session_id",
+)
+STATUS_NAMES = {0: "unset", 1: "ok", 2: "error"}
+
+
+def is_engine_span(span: SpanData) -> bool:
+    if span.name != "llm_request":
+        return False
+    if (span.scope_name or "").startswith("vllm"):
+        return True
+    return any(k.startswith("gen_ai.latency.") for k in span.attributes)
+
+
+def classify_operation(span: SpanData, attrs: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """(canonical operation, is an LLM call)."""
+    op = attrs.get("gen_ai.operation.name")
+    if isinstance(op, str) and op:
+        low = op.lower()
+        if low in NON_CALL_OPERATIONS:
+            return low, False
+        return CALL_OPERATIONS.get(low, low), True
+    req_type = attrs.get("llm.request.type")
+    if isinstance(req_type, str) and req_type:
+        low = req_type.lower()
+        return CALL_OPERATIONS.get(low, low), low in CALL_OPERATIONS
+    oi_kind = attrs.get("openinference.span.kind")
+    if isinstance(oi_kind, str):
+        mapped = _OPENINFERENCE_KIND.get(oi_kind.upper())
+        return mapped, mapped is not None
+    if attrs.get("traceloop.span.kind"):
+        return None, False
+    first_token = span.name.split(" ", 1)[0].lower()
+    if first_token in CALL_OPERATIONS:
+        return CALL_OPERATIONS[first_token], True
+    has_llm_keys = any(
+        k in attrs
+        for k in (
+            *INPUT_TOKEN_KEYS,
+            *OUTPUT_TOKEN_KEYS,
+            "gen_ai.request.model",
+            "gen_ai.system",
+            "gen_ai.provider.name",
+            "gen_ai.response.model",
+        )
+    )
+    return None, has_llm_keys
+
+
+def detect_dialect(span: SpanData, attrs: Mapping[str, Any], engine: bool) -> str:
+    if engine:
+        return "vllm"
+    # one pass over the keys for both prefix tests (most spans have neither prefix)
+    prefixed = [k for k in attrs if k.startswith(("llm.token_count.", "traceloop."))]
+    if "openinference.span.kind" in attrs or any(
+        k.startswith("llm.token_count.") for k in prefixed
+    ):
+        return "openinference"
+    scope = (span.scope_name or "").lower()
+    if scope.startswith("openlit") or any(
+        k in attrs for k in ("gen_ai.application_name", "gen_ai.environment", "gen_ai.sdk.version")
+    ):
+        return "openlit"
+    if (
+        scope.startswith("traceloop")
+        or "llm.request.type" in attrs
+        or "llm.usage.total_tokens" in attrs
+        or any(k.startswith("traceloop.") for k in prefixed)
+    ):
+        return "openllmetry"
+    if any(
+        k in attrs
+        for k in (
+            "gen_ai.provider.name",
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.output_tokens",
+            "gen_ai.input.messages",
+            "gen_ai.output.messages",
+            "gen_ai.response.time_to_first_chunk",
+        )
+    ):
+        return "semconv"
+    return "semconv-legacy"
+
+
+def detect_provider(attrs: Mapping[str, Any], engine: bool) -> str | None:
+    value = first(attrs, ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"))
+    if isinstance(value, str) and value:
+        low = value.strip().lower()
+        return _PROVIDER_MAP.get(low, low)
+    return "vllm" if engine else None
+
+
+def as_str(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def detect_request_model(
+    span: SpanData, attrs: Mapping[str, Any], operation: str | None
+) -> str | None:
+    value = as_str(
+        first(
+            attrs,
+            (
+                "gen_ai.request.model",
+                "llm.request.model_name",
+                "llm.model_name",
+                "embedding.model_name",
+            ),
+        )
+    )
+    if value:
+        return value
+    params = content._maybe_json(attrs.get("llm.invocation_parameters"))
+    if isinstance(params, Mapping) and params.get("model"):
+        return str(params["model"])
+    if operation and span.name.startswith(operation + " "):
+        return span.name[len(operation) + 1 :].strip() or None
+    return None
+
+
+def llm_role(span: SpanData) -> str | None:
+    """``engine`` for a vLLM ``llm_request`` span, ``client`` for another LLM call, else None."""
+    if is_engine_span(span):
+        return "engine"
+    return "client" if classify_operation(span, span.attributes)[1] else None

@@ -1,0 +1,146 @@
+"""Necessary-condition gates for the redaction patterns: can a pattern match this text at all?
+
+Each gate is a cheap scan (substring tests, no regex) that is true whenever the corresponding
+pattern of :mod:`collector.ingest.redaction` could match; a false gate skips that pattern. The
+gates change speed only, never the result (tests/collector/test_redaction_gates.py checks that
+against the patterns on generated text).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+
+def has_digit(text: str) -> bool:
+    # ASCII digits suffice: libphonenumber and the card/IP patterns need them
+    for d in "0123456789":  # noqa: SIM110 (a loop, not any(<generator>): measured 2x)
+        if d in text:
+            return True
+    return False
+
+
+SECRET_MARKERS = (
+    "-----BEGIN",
+    "sk-",
+    "AKIA",
+    "ASIA",
+    "ABIA",
+    "ACCA",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xox",
+    "_live_",
+    "AIza",
+    "eyJ",
+)
+# The markers grouped by a character they share: text without "-", "_" or "A" (most prose)
+# skips the group's scans. Same answer as ``any(m in text for m in SECRET_MARKERS)``.
+_SECRET_MARKER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("-", ("sk-", "-----BEGIN")),
+    ("_", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "_live_")),
+    ("A", ("AKIA", "ASIA", "ABIA", "ACCA", "AIza")),
+    ("", ("xox", "eyJ")),
+)
+assert sorted(m for _, ms in _SECRET_MARKER_GROUPS for m in ms) == sorted(SECRET_MARKERS)
+assert all(c in m for c, ms in _SECRET_MARKER_GROUPS for m in ms)
+
+
+def secret_possible(text: str) -> bool:
+    """Some marker of ``SECRET_MARKERS`` occurs in ``text``."""
+    for common, markers in _SECRET_MARKER_GROUPS:
+        if common in text:
+            for marker in markers:
+                if marker in text:
+                    return True
+    return False
+
+
+KEY_WORDS = ("key", "secret", "token", "passw", "pwd", "auth", "credential", "session")
+
+
+_IPV6_AT = re.compile(r"[0-9A-Fa-f]{0,4}:")
+_HEXCHARS = frozenset("0123456789abcdefABCDEF:")
+
+
+def ipv6_possible(text: str) -> bool:
+    """Some ``:`` is preceded by a hex digit or ``:`` and followed by hex groups and ``:``."""
+    i = text.find(":")
+    while i != -1:
+        if i > 0 and text[i - 1] in _HEXCHARS and _IPV6_AT.match(text, i + 1):
+            return True
+        i = text.find(":", i + 1)
+    return False
+
+
+_KV_TAIL = re.compile(r"[a-z0-9_.-]{0,40}[\"']?\s*[:=]")
+_KV_TAIL_CHARS = 45  # a separator must lie in the 45 characters after the keyword
+#: a keyword that counts starts at most this far before the first separator after it
+_KV_REACH = _KV_TAIL_CHARS - 1 + max(len(w) for w in KEY_WORDS)
+#: above this many separators, scanning each keyword occurrence is the cheaper way
+_KV_MAX_WINDOWS = 32
+
+
+def _key_value_scan(low: str, words: Sequence[str], lo: int, hi: int) -> bool:
+    """A keyword of ``words`` lying in ``low[lo:hi]`` is followed closely by ``:`` or ``=``."""
+    for word in words:
+        i = low.find(word, lo, hi)
+        while i != -1:
+            end = i + len(word)
+            tail = low[end : end + _KV_TAIL_CHARS]
+            if ("=" in tail or ":" in tail) and _KV_TAIL.match(low, end):
+                return True
+            i = low.find(word, end, hi)
+    return False
+
+
+def _separators(low: str) -> list[int]:
+    out = []
+    for sep in ":=":
+        i = low.find(sep)
+        while i != -1:
+            out.append(i)
+            i = low.find(sep, i + 1)
+    out.sort()
+    return out
+
+
+def key_value_possible(low: str) -> bool:
+    """A secret keyword followed closely by ``:`` or ``=`` (str.find is far cheaper than a
+    case-insensitive alternation scan over the whole text).
+
+    A keyword that counts ends at most 44 characters before the first separator after it, so
+    only the windows ``[q - _KV_REACH, q]`` around separators ``q`` are searched (few in
+    prose); text dense with separators (JSON) is scanned keyword by keyword instead.
+    """
+    if low.count(":") + low.count("=") > _KV_MAX_WINDOWS:
+        words = [w for w in KEY_WORDS if w in low]
+        return bool(words) and _key_value_scan(low, words, 0, len(low))
+    lo = hi = -1
+    for q in _separators(low):
+        if hi >= 0 and q - _KV_REACH <= hi:  # overlaps the current window: extend it
+            hi = q
+            continue
+        if hi >= 0 and _key_value_scan(low, KEY_WORDS, lo, hi + 1):
+            return True
+        lo, hi = max(0, q - _KV_REACH), q
+    return hi >= 0 and _key_value_scan(low, KEY_WORDS, lo, hi + 1)
+
+
+def gates(text: str) -> tuple[bool, bool, bool, bool, bool, bool, bool]:
+    """For each step of ``_STEPS``: can its pattern match at all? (necessary conditions only)"""
+    low = text.lower()
+    digit = has_digit(text)
+    return (
+        secret_possible(text),
+        "bearer" in low,
+        ("=" in text or ":" in text) and key_value_possible(low),
+        "@" in text,
+        ipv6_possible(text),
+        digit and "." in text,
+        digit,
+    )
