@@ -11,7 +11,6 @@ has finished rendering, and saves a PNG. Exits 1 when a page shows an exception 
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 from pathlib import Path
 
@@ -20,12 +19,7 @@ sys.path.insert(0, str(REPO))
 
 from dashboard.app import PAGES  # noqa: E402
 from dashboard.headless import browser, serve, wait_rendered  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from driftline.demo.processes import free_port  # noqa: E402
 
 
 def main() -> int:
@@ -38,7 +32,7 @@ def main() -> int:
 
     titles = {f: t for f, t, _ in PAGES}
     failed = 0
-    with serve(args.database_url, _free_port()) as base, browser(args.window) as b:
+    with serve(args.database_url, free_port()) as base, browser(args.window) as b:
         for spec in args.page:
             file, out = spec.split("=", 1)
             path = "" if file == PAGES[0][0] else file.removesuffix(".py")

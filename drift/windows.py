@@ -12,10 +12,11 @@ All bounds are unix nanoseconds on the call's ``start_unix_nano``, half-open ``[
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from dataclasses import dataclass
 from typing import Literal
+
+from collector.timeparse import parse_time_ns
 
 NS = 1_000_000_000
 DEPLOY_COLUMNS = ("variant", "response_model", "model", "rollout", "service_name")
@@ -56,28 +57,13 @@ class DeployMarker:
 
 
 def parse_time(value: str, *, now_ns: int, name: str) -> int:
-    """Unix ns from ISO 8601 (naive = UTC), unix seconds, or a duration ago (``2h``, ``30m``).
+    """Unix ns from ISO 8601 (naive = UTC), unix seconds, or a duration ago (``2h``, ``30m``):
+    :func:`collector.timeparse.parse_time_ns`.
 
     Raises:
         ValueError: none of these forms; the message names ``name``.
     """
-    text = value.strip()
-    m = _DURATION.match(text)
-    if m:
-        return now_ns - int(float(m.group(1)) * _UNIT_S[m.group(2)] * NS)
-    try:
-        return int(float(text) * NS)
-    except ValueError:
-        pass
-    try:
-        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"{name} must be ISO 8601, unix seconds or a duration like 2h, got {value!r}"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return int(parsed.timestamp() * 1_000_000) * 1000
+    return parse_time_ns(value, name=name, now_ns=now_ns)
 
 
 def parse_reference(value: str, *, now_ns: int) -> tuple[int, int] | DeployMarker | float:

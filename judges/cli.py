@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import signal
 
@@ -17,6 +16,7 @@ import openai
 
 from collector.settings import load_settings
 from collector.store import engine as store_engine
+from collector.timeparse import parse_time_ns
 from judges.settings import JudgeSettings, load_judge_settings
 from judges.worker import RunReport, run_forever, run_once
 
@@ -83,18 +83,11 @@ def run_cmd(once: bool, concurrency: int | None, database_url: str | None, migra
 
 
 def _parse_since(value: str) -> int:
-    """``--since``: ISO 8601 (UTC if no zone) or a duration like ``7d`` / ``12h`` before now."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if value and value[-1] in units and value[:-1].replace(".", "", 1).isdigit():
-        start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=float(value[:-1]) * units[value[-1]])
-    else:
-        try:
-            start = dt.datetime.fromisoformat(value)
-        except ValueError as exc:
-            raise click.BadParameter(f"--since: {exc}") from exc
-        if start.tzinfo is None:
-            start = start.replace(tzinfo=dt.UTC)
-    return int(start.timestamp() * 1e9)
+    """``--since``: ISO 8601 (UTC if no zone), unix seconds or a duration like ``7d`` / ``12h``."""
+    try:
+        return parse_time_ns(value, name="--since")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
 
 
 @click.group("export")

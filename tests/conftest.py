@@ -8,7 +8,6 @@ elsewhere.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 import uuid
@@ -24,6 +23,7 @@ from fastapi.testclient import TestClient
 
 from collector.settings import Settings
 from driftline.app import create_app
+from tests.support import free_port, wait_for  # noqa: F401 (re-exported to tests)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -83,13 +83,6 @@ def client(db_url: str) -> Iterator[TestClient]:
         yield c
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class LiveCollector:
     """A real uvicorn server (HTTP) plus the gRPC receiver, in this process."""
 
@@ -142,15 +135,3 @@ def live_collector(db_url: str) -> Iterator[LiveCollector]:
         yield lc
     finally:
         lc.stop()
-
-
-def wait_for(predicate: Any, timeout_s: float = 20.0, interval_s: float = 0.1) -> Any:
-    """Poll ``predicate`` until it returns a truthy value; raise AssertionError on timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s")
-        time.sleep(interval_s)

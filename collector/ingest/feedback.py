@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine, and_, insert, or_, select, update
 
 from collector.store.models import LLMCall
 from collector.store.models.api import Feedback
+from collector.timeparse import parse_time_ns
 
 KINDS = ("thumbs_up", "thumbs_down", "rating", "regenerate", "escalation", "comment")
 VOTE_KINDS = ("thumbs_up", "thumbs_down")
@@ -61,17 +62,7 @@ def _timestamp(value: Any) -> int:
     if isinstance(value, int | float):
         return int(value * 1e9)
     if isinstance(value, str):
-        try:
-            return int(float(value) * 1e9)
-        except ValueError:
-            pass
-        try:
-            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(f"timestamp must be ISO 8601 or unix seconds, got {value!r}") from None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=dt.UTC)
-        return int(parsed.timestamp() * 1_000_000) * 1000
+        return parse_time_ns(value, name="timestamp", durations=False)
     raise ValueError("timestamp must be ISO 8601 or unix seconds")
 
 

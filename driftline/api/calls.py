@@ -2,39 +2,31 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
 from collector.errors import BadRequestError, NotFoundError
 from collector.store import queries
+from collector.timeparse import parse_time_ns
 from driftline.api.deps import State, Tenant
 
 router = APIRouter(prefix="/api/v1", tags=["calls"])
 
 
 def parse_time(value: str | None, name: str) -> int | None:
-    """Unix nanoseconds from unix seconds (float) or ISO 8601 (naive = UTC).
+    """Unix nanoseconds from unix seconds, ISO 8601 (naive = UTC) or a duration ago (``2h``):
+    :func:`collector.timeparse.parse_time_ns`; None when absent.
 
     Raises:
-        BadRequestError: the value is neither (HTTP 400, names the parameter).
+        BadRequestError: none of these forms (HTTP 400, names the parameter).
     """
     if value is None or value == "":
         return None
     try:
-        return int(float(value) * 1e9)
-    except ValueError:
-        pass
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise BadRequestError(
-            f"{name} must be unix seconds or ISO 8601 (e.g. 2026-01-31T12:00:00Z), got {value!r}"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return int(parsed.timestamp() * 1_000_000) * 1000
+        return parse_time_ns(value, name=name)
+    except ValueError as exc:
+        raise BadRequestError(str(exc)) from None
 
 
 def _hex(value: str | None, size: int, name: str) -> str | None:

@@ -14,6 +14,13 @@ import click
 import httpx
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
 def port_free(host: str, port: int) -> bool:
     """True when nothing listens on ``host:port``."""
     with socket.socket() as s:

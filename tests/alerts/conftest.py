@@ -4,7 +4,6 @@ HTTP receiver on 127.0.0.1 standing in for on-call webhooks."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 import uuid
@@ -18,6 +17,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from collector.store.engine import downgrade, make_engine, upgrade
+from tests.support import free_port
 
 PG_BASE = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -74,7 +74,7 @@ class ScriptedReceiver:
         self.script: list[Step] = []
         self.default = default or Step(200)
         self.requests: list[Received] = []
-        self.port = _free_port()
+        self.port = free_port()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -128,12 +128,6 @@ class ScriptedReceiver:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +16,6 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from driftline.app import create_app
@@ -27,6 +23,7 @@ from driftline.demo.seed_demo import DemoSeed, demo_judge_settings, seed_demo
 from driftline.demo.seed_text import answer_grades
 from tests.conftest import make_settings, pg_admin_url
 from tests.judges.fake_judge_api import FakeJudgeServer, Reply, completion
+from tests.support import ServerThread
 
 N_CALLS = 400
 JUDGE_MODEL = "judge-model"
@@ -62,22 +59,9 @@ def judge_server() -> Iterator[FakeJudgeServer]:
     """The fake judge API served by uvicorn on 127.0.0.1 in a thread."""
     fake = FakeJudgeServer()
     fake.handler = judge_reply
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(fake.app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("fake judge server did not start")
-        time.sleep(0.02)
-    fake.base_url = f"http://127.0.0.1:{port}/v1"
-    yield fake
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with ServerThread(fake.app) as url:
+        fake.base_url = f"{url}/v1"
+        yield fake
 
 
 def seed_store(url: str, judge: FakeJudgeServer) -> DemoSeed:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from serving.launch import build_launch
 from serving.prepare import prepare_model
 from serving.settings import EngineSettings
 from tests.conftest import make_settings, wait_for
+from tests.support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 STATE_DIR = REPO / ".driftline"
@@ -45,17 +45,11 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert VENV_PY.exists(), "serving venv missing: run `make serving` (CI is set)"
     tmp = tmp_path_factory.mktemp("vllm-judge")
-    es = EngineSettings(state_dir=STATE_DIR, engine_port=_free_port())
+    es = EngineSettings(state_dir=STATE_DIR, engine_port=free_port())
     prepare_model(es)
     process = EngineProcess(build_launch(es, gpu=has_gpu()), log_path=tmp / "vllm.log")
     process.start()

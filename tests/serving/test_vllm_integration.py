@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from serving.launch import build_launch
 from serving.prepare import prepare_model
 from serving.settings import EngineSettings, GatewaySettings
 from serving.telemetry import make_tracer_provider
+from tests.support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 STATE_DIR = REPO / ".driftline"
@@ -50,12 +50,6 @@ pytestmark = [
         reason="serving venv absent (run `make serving`); required when CI is set",
     ),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_http(url: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -83,7 +77,7 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     assert VENV_PY.exists(), "serving venv missing: run `make serving` (CI is set)"
     tmp = tmp_path_factory.mktemp("vllm")
-    http_port, grpc_port, engine_port = _free_port(), _free_port(), _free_port()
+    http_port, grpc_port, engine_port = free_port(), free_port(), free_port()
     env = {**os.environ, "DRIFTLINE_DATABASE_URL": f"sqlite:///{tmp}/d.db"}
     collector = subprocess.Popen(
         [

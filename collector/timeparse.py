@@ -1,0 +1,57 @@
+"""One parser for the times users type: ISO 8601, unix seconds, or a duration ago.
+
+Used by the REST API (``since``/``until``), the CLIs (``--since``), drift windows and the
+feedback API, so that ``2026-01-31T12:00:00Z``, ``1769860800`` and ``2h`` mean the same
+everywhere.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+
+NS = 1_000_000_000
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration_s(value: str) -> float | None:
+    """Seconds of a duration like ``30s``, ``15m``, ``2h``, ``7d``; None if ``value`` is not one."""
+    m = _DURATION.match(value.strip())
+    return float(m.group(1)) * _UNIT_S[m.group(2)] if m else None
+
+
+def parse_time_ns(
+    value: str, *, name: str, now_ns: int | None = None, durations: bool = True
+) -> int:
+    """Unix nanoseconds from ISO 8601 (naive = UTC), unix seconds, or a duration before
+    ``now_ns`` (``2h``, ``30m``; only when ``durations``).
+
+    Args:
+        value: the text as typed.
+        name: the parameter's name, used in the error message.
+        now_ns: "now" for durations, unix ns (default: the wall clock).
+        durations: accept ``<number><s|m|h|d>`` as "that long ago".
+
+    Raises:
+        ValueError: none of the accepted forms; the message names ``name``.
+    """
+    text = value.strip()
+    if durations:
+        ago_s = parse_duration_s(text)
+        if ago_s is not None:
+            return (time.time_ns() if now_ns is None else now_ns) - int(ago_s * NS)
+    try:
+        return int(float(text) * NS)
+    except ValueError:
+        pass
+    try:
+        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        forms = "ISO 8601 (e.g. 2026-01-31T12:00:00Z), unix seconds"
+        forms += " or a duration like 2h" if durations else ""
+        raise ValueError(f"{name} must be {forms}, got {value!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return int(parsed.timestamp() * 1_000_000) * 1000
