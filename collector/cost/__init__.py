@@ -1,1 +1,3 @@
-"""driftline package."""
+"""Cost: the token price table (USD per million tokens, cached input priced apart) and GPU cost
+amortisation for self-hosted replicas.
+"""
