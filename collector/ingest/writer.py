@@ -26,7 +26,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from collector.cost.prices import PriceTable
 from collector.errors import BadRequestError, QueueFullError, StoreUnavailableError
 from collector.ingest.capture import apply_policy
-from collector.ingest.normalize import CallRecord, Extract, extract, finalize, merge
+from collector.ingest.merge import merge
+from collector.ingest.normalize import CallRecord, Extract, extract, finalize
 from collector.store import bulk
 from collector.store.schema import CALL_COLUMNS, SpanData
 
