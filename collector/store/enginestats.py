@@ -39,6 +39,7 @@ _COLUMNS = [
     "preemptions_total",
     "prefix_cache_hit_rate",
     "spec_decode_acceptance_rate",
+    "gpu_cost_usd",
 ]
 _COUNTERS = (
     "prefix_cache_queries_total",
@@ -75,8 +76,9 @@ def engine_stats(
         (``bucket`` ISO 8601, ``bucket_start_unix_s``), ``samples``,
         ``kv_cache_usage_mean`` / ``_max`` (fraction 0–1), ``requests_running_mean`` / ``_max``,
         ``requests_waiting_mean`` / ``_max`` (queue depth), ``prefix_cache_hit_rate``,
-        ``spec_decode_acceptance_rate`` (fractions), ``preemptions`` (count in the group).
-        Unknown values are None.
+        ``spec_decode_acceptance_rate`` (fractions), ``preemptions`` (count in the group),
+        ``gpu_cost_usd_sum`` (the replica's cost recorded on its samples in the group, USD;
+        None when no cost is configured for it). Unknown values are None.
 
     Raises:
         ValueError: ``bucket_s`` below 1, ``until_ns < since_ns`` or an unsupported URL.
@@ -113,7 +115,8 @@ SELECT url, any_value(engine_kind) AS engine_kind, model_name AS model, bucket,
   coalesce(sum(d_spec_decode_accepted_tokens_total)
              / NULLIF(sum(d_spec_decode_draft_tokens_total), 0),
            avg(spec_decode_acceptance_rate)) AS spec_decode_acceptance_rate,
-  sum(d_preemptions_total) AS preemptions
+  sum(d_preemptions_total) AS preemptions,
+  sum(gpu_cost_usd) AS gpu_cost_usd_sum
 FROM d GROUP BY url, model_name, bucket
 ORDER BY url, model_name NULLS LAST, bucket
 """
