@@ -215,3 +215,24 @@ else:
                 height=200,
             )
         )
+    tails = eng.melt(
+        id_vars=["time", "engine"],
+        value_vars=[c for c in ("ttft_p95_s", "itl_p95_s") if c in eng.columns],
+        var_name="latency",
+        value_name="seconds",
+    ).dropna(subset=["seconds"])
+    if not tails.empty:
+        charts.show(
+            charts.line(
+                tails.assign(
+                    ms=tails["seconds"] * 1000.0,
+                    series=tails["engine"] + " · " + tails["latency"].str.replace("_s", ""),
+                ),
+                x="time",
+                y="ms",
+                y_title="engine p95 per scrape interval (ms)",
+                color="series",
+                height=200,
+            )
+        )
+        st.caption("The engine's own TTFT / inter-token latency p95 per scrape interval.")

@@ -379,6 +379,7 @@ def test_engine_stats_rates_survive_a_counter_reset(client: TestClient, db_url: 
     waiting = [0, 3, 1, 7]
     queries = [1000, 1500, 200, 600]  # restart before the third scrape
     hits = [100, 400, 50, 250]
+    itl = [None, 0.02, 0.05, 0.03]  # the engine's p95 ITL per scrape interval (none at first)
     rows = [
         base
         | {
@@ -389,6 +390,8 @@ def test_engine_stats_rates_survive_a_counter_reset(client: TestClient, db_url: 
             "requests_waiting": waiting[i],
             "prefix_cache_queries_total": queries[i],
             "prefix_cache_hits_total": hits[i],
+            "itl_p95_s": itl[i],
+            "ttft_p95_s": None,
         }
         for i in range(4)
     ]
@@ -403,6 +406,9 @@ def test_engine_stats_rates_survive_a_counter_reset(client: TestClient, db_url: 
     # increases: (1500-1000) + 200 (reset: the new value) + (600-200); hits likewise
     assert item["prefix_cache_hit_rate"] == pytest.approx((300 + 50 + 200) / (500 + 200 + 400))
     assert item["spec_decode_acceptance_rate"] is None and item["preemptions"] is None
+    assert item["itl_p95_s_median"] == pytest.approx(0.03)
+    assert item["itl_p95_s_max"] == pytest.approx(0.05)
+    assert item["ttft_p95_s_median"] is None and item["gpu_cost_usd_sum"] is None
     by_min = client.get("/api/v1/stats/engine", params={"bucket": "30s"}).json()["items"]
     assert [i["samples"] for i in by_min] == [2, 2]
     assert analytics.engine_stats(db_url, "other") == []
