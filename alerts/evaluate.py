@@ -5,7 +5,8 @@ persists the alert states, then calls :func:`flush_groups`, which plans each gro
 notification (grouping, silences, acknowledgements) and enqueues the rendered bodies in the
 outbox — all in the caller's transaction, so a crash commits all of it or none.
 The scheduler should call :func:`evaluate_rules` every evaluation interval (also with empty
-inputs: group timers and ``for`` durations mature on time alone).
+inputs: group timers mature on time alone; ``for`` durations need a breaching observation, and
+missing data drops a pending alert, see :mod:`alerts.state`).
 """
 
 from __future__ import annotations
@@ -61,8 +62,11 @@ def apply_series(
     """Step the alerts of ``rule`` through ``series`` (in place in ``alerts``), then to ``now``.
 
     Samples at or before an alert's ``last_evaluated_at`` are skipped, so overlapping windows
-    can be passed again safely. Pure apart from mutating ``alerts``.
+    can be passed again safely. An alert of ``rule`` whose label set has no series in this
+    evaluation is absent at ``now`` (:func:`alerts.state.advance`: pending -> inactive, firing
+    stays firing). Pure apart from mutating ``alerts``.
     """
+    seen: set[str] = set()
     for s in series:
         proto = new_alert(rule.name, _alert_labels(rule, s.labels))
         a = alerts.get(proto.fingerprint, proto)
@@ -80,8 +84,9 @@ def apply_series(
                 annotations=_annotations(rule, smp.value, {}, a.labels),
             )
         alerts[a.fingerprint] = a
+        seen.add(a.fingerprint)
     for fp, a in list(alerts.items()):
-        if a.rule == rule.name:
+        if a.rule == rule.name and fp not in seen:
             alerts[fp] = advance(a, now, for_s=rule.for_s, resolve_for_s=rule.resolve_for_s)
 
 

@@ -8,10 +8,13 @@ started in ``[now - window_s, now]`` (``llm_calls.start_unix_nano``), after the 
 
 Statistics (units in the name):
 
-* latencies ``ttft_s``, ``tpot_s``, ``e2e_s``, ``queue_s``, ``itl_s`` (per-call p95 ITL): the
-  rule's ``quantile`` by linear interpolation (Hyndman & Fan 1996 type 7, ``numpy.quantile``
-  default, the same as DuckDB ``quantile_cont``), or the mean when ``quantile`` is None;
-  null latencies are skipped, never read as 0;
+* latencies ``ttft_s``, ``tpot_s``, ``e2e_s`` (the caller's view), ``server_ttft_s``,
+  ``server_e2e_s`` (the engine's view of merged gateway calls, and of engine-only calls),
+  ``queue_s`` (engine queue), ``gateway_queue_s``, ``itl_s`` (per-call p95 ITL) and
+  ``itl_p50_s`` (per-call median ITL): the rule's ``quantile`` by linear interpolation
+  (Hyndman & Fan 1996 type 7, ``numpy.quantile`` default, the same as DuckDB
+  ``quantile_cont``), or the mean when ``quantile`` is None; null latencies are skipped,
+  never read as 0;
 * ``error_rate``: calls with ``status = 'error'`` / calls;
 * ``rejection_rate_429``: error calls whose ``error_type`` is ``429`` or names a rate limit
   (``RateLimitError``, ``rate_limit_exceeded``, ``too_many_requests``) / calls;
@@ -64,6 +67,10 @@ _LATENCY: dict[str, Any] = {
     "e2e_s": LLMCall.e2e_s,
     "queue_s": LLMCall.queue_s,
     "itl_s": LLMCall.itl_p95_s,
+    "itl_p50_s": LLMCall.itl_p50_s,
+    "server_ttft_s": LLMCall.server_ttft_s,
+    "server_e2e_s": LLMCall.server_e2e_s,
+    "gateway_queue_s": LLMCall.gateway_queue_s,
 }
 _RATE_LIMITED = {"429", "rate_limit_exceeded", "too_many_requests", "ratelimiterror"}
 

@@ -4,7 +4,14 @@ Pure functions with an explicit ``now`` (unix seconds); persistence is in
 :mod:`alerts.store`. Semantics follow Prometheus alerting rules: a breach must hold
 for ``for_s`` before the alert fires (pending meanwhile; a clear observation while pending drops
 it without any notification), and a firing alert resolves only after the condition has been
-clear for ``resolve_for_s`` (``keep_firing_for``). Unknown observations (no data) change nothing.
+clear for ``resolve_for_s`` (``keep_firing_for``).
+
+Missing data (an unknown observation, or a label set absent from an evaluation) neither fires nor
+resolves an alert: a pending alert returns to inactive, as Prometheus drops a pending alert whose
+series is absent from an evaluation (``rules/alerting.go``: active alerts not in the result
+set are deleted unless firing); a firing alert stays firing, its resolve countdown paused, until
+an observation says otherwise (Prometheus keeps a firing alert through ``keep_firing_for``; here
+only a clear observation resolves, so a gap never sends a false ``resolved`` at night).
 """
 
 from __future__ import annotations
@@ -94,7 +101,10 @@ def step(
     * pending + clear -> inactive (never notified);
     * firing + clear held ``resolve_for_s`` -> resolved (``resolved_at = now``); a breaching
       observation meanwhile cancels the resolve countdown;
-    * unknown: no change (only ``last_evaluated_at``).
+    * pending + unknown -> inactive (``active_since = None``; never notified);
+    * firing + unknown -> firing: no resolution on missing data; a running resolve countdown
+      (``clear_since``) is kept but completes only on a later clear observation;
+    * inactive/resolved + unknown: no change (only ``last_evaluated_at``).
 
     Observations older than ``last_evaluated_at`` are ignored (idempotent replay).
     Acknowledgement is cleared when a new episode starts.
@@ -114,7 +124,9 @@ def step(
     if annotations is not None and breach is Breach.BREACHING:
         s = replace(s, annotations=dict(annotations))
     if breach is Breach.UNKNOWN:
-        return _mature(s, now, for_s=for_s, resolve_for_s=resolve_for_s)
+        if s.status is AlertStatus.PENDING:
+            return replace(s, status=AlertStatus.INACTIVE, active_since=None)
+        return s
 
     if breach is Breach.BREACHING:
         s = replace(s, last_breach_at=now)
@@ -159,10 +171,11 @@ def _mature(s: AlertState, now: float, *, for_s: float, resolve_for_s: float) ->
 
 
 def advance(state: AlertState, now: float, *, for_s: float, resolve_for_s: float) -> AlertState:
-    """Apply only the passage of time up to ``now`` (no new observation).
+    """An evaluation at ``now`` in which the alert's label set is absent (no sample at all).
 
-    Used by periodic evaluation so a pending alert whose ``for_s`` has elapsed fires even if the
-    next sample is late. Raises ValueError like :func:`step`.
+    The same as an unknown observation (:func:`step` with ``Breach.UNKNOWN``): a pending alert
+    returns to inactive, a firing one stays firing; time alone never fires nor resolves.
+    Raises ValueError like :func:`step`.
     """
     return step(state, Breach.UNKNOWN, now, for_s=for_s, resolve_for_s=resolve_for_s)
 

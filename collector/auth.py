@@ -3,6 +3,14 @@
 A key reads ``dl_<key_id>_<secret>``: ``key_id`` (12 hex) finds the row, the SHA-256 of the
 secret is compared in constant time. The secret has 192 random bits, so a plain hash suffices
 (no password-stretching needed). Keys are printed once at creation and never stored.
+
+Roles: ``ingest`` (send telemetry and feedback), ``read``, ``reviewer`` (read + label review
+samples), ``admin`` (everything, and reads across tenants), and ``gateway``: an ingest key of a
+trusted gateway that serves several tenants. Spans are filed under the key's tenant, whatever
+their attributes say, except that a ``gateway`` key's span carrying :data:`TENANT_ATTRIBUTE`
+(``driftline.tenant``) is filed under that tenant when it is one the key was created for
+(:func:`span_tenant`). Threat model: whoever holds a gateway key can write into each tenant it
+lists (not read), so a gateway key is an admin-issued credential of the serving tier.
 """
 
 from __future__ import annotations
@@ -13,7 +21,9 @@ import hmac
 import secrets
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine, insert, select, update
 
@@ -21,15 +31,18 @@ from collector.errors import CollectorError
 from collector.store.models import Tenant
 from collector.store.models.api import ApiKey
 
-ROLES = ("ingest", "read", "reviewer", "admin")
+ROLES = ("ingest", "read", "reviewer", "admin", "gateway")
 #: what each role may do
 PERMISSIONS: dict[str, frozenset[str]] = {
     "ingest": frozenset({"ingest"}),
+    "gateway": frozenset({"ingest"}),
     "read": frozenset({"read"}),
     "reviewer": frozenset({"read", "review"}),
     "admin": frozenset({"ingest", "read", "review", "admin"}),
 }
 CACHE_TTL_S = 30.0
+#: span attribute naming the tenant a gateway served the call for (trusted only as above)
+TENANT_ATTRIBUTE = "driftline.tenant"
 
 
 class AuthError(CollectorError):
@@ -42,14 +55,33 @@ class ForbiddenError(CollectorError):
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: the key's tenant and role."""
+    """Who is calling: the key's tenant and role; ``tenants``: the tenants a ``gateway`` key may
+    file spans under (empty for every other role)."""
 
     tenant: str
     role: str
     key_id: str | None
+    tenants: frozenset[str] = frozenset()
 
     def allows(self, permission: str) -> bool:
         return permission in PERMISSIONS.get(self.role, frozenset())
+
+
+def span_tenant(principal: Principal, attributes: Mapping[str, Any]) -> str:
+    """The tenant a span sent by ``principal`` is stored under.
+
+    The key's own tenant, unless the key has role ``gateway`` and the span's
+    ``driftline.tenant`` attribute names one of the tenants the key was created for. Any other
+    key's spans stay in the key's tenant whatever their attributes say; a gateway span naming a
+    tenant outside its list also stays in the key's tenant (it is not dropped: it is the
+    gateway's own traffic then, and its owner can see it). Pure; never raises.
+    """
+    if principal.role != "gateway" or not principal.tenants:
+        return principal.tenant
+    claimed = attributes.get(TENANT_ATTRIBUTE)
+    if isinstance(claimed, str) and claimed in principal.tenants:
+        return claimed
+    return principal.tenant
 
 
 def _sha256(secret: str) -> str:
@@ -66,15 +98,29 @@ def ensure_tenant(engine: Engine, name: str) -> None:
             conn.execute(insert(Tenant).values(name=name, created_at=dt.datetime.now(dt.UTC)))
 
 
-def create_key(engine: Engine, tenant: str, role: str = "ingest", name: str | None = None) -> str:
+def create_key(
+    engine: Engine,
+    tenant: str,
+    role: str = "ingest",
+    name: str | None = None,
+    tenants: Iterable[str] | None = None,
+) -> str:
     """Create a key for ``tenant`` (created if needed) and return it; only its hash is stored.
 
+    ``tenants``: role ``gateway`` only, the tenants the key may file spans under through
+    ``driftline.tenant`` (each created if needed; see :func:`span_tenant`).
+
     Raises:
-        ValueError: unknown role or bad tenant name.
+        ValueError: unknown role, bad tenant name, or ``tenants`` given for another role.
     """
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+    allowed = sorted(set(tenants or ()))
+    if allowed and role != "gateway":
+        raise ValueError(f"tenants: only a gateway key speaks for other tenants, not {role!r}")
     ensure_tenant(engine, tenant)
+    for t in allowed:
+        ensure_tenant(engine, t)
     key_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(24)
     with engine.begin() as conn:
@@ -86,6 +132,7 @@ def create_key(engine: Engine, tenant: str, role: str = "ingest", name: str | No
                 secret_sha256=_sha256(secret),
                 name=name,
                 created_at=dt.datetime.now(dt.UTC),
+                tenants=allowed or None,
             )
         )
     return f"dl_{key_id}_{secret}"
@@ -133,13 +180,18 @@ class KeyStore:
         _, key_id, secret = parts
         with self._engine.connect() as conn:
             row = conn.execute(
-                select(ApiKey.tenant, ApiKey.role, ApiKey.secret_sha256).where(
+                select(ApiKey.tenant, ApiKey.role, ApiKey.secret_sha256, ApiKey.tenants).where(
                     ApiKey.key_id == key_id, ApiKey.revoked_at.is_(None)
                 )
             ).first()
         if row is None or not hmac.compare_digest(row.secret_sha256, _sha256(secret)):
             raise AuthError("invalid or revoked API key")
-        principal = Principal(tenant=row.tenant, role=row.role, key_id=key_id)
+        principal = Principal(
+            tenant=row.tenant,
+            role=row.role,
+            key_id=key_id,
+            tenants=frozenset(row.tenants or ()) if row.role == "gateway" else frozenset(),
+        )
         with self._lock:
             self._cache[token] = (now + CACHE_TTL_S, principal)
         return principal

@@ -3,7 +3,14 @@
 * Engine scrapes (``DRIFTLINE_ENGINE_METRICS_URLS``): every ``engine_scrape_interval_s`` the
   configured vLLM / TGI / SGLang / llama.cpp ``/metrics`` URLs are scraped, normalised by
   :mod:`collector.engines.scrape` and stored in ``engine_samples`` with rates derived from the
-  previous sample (:func:`collector.engines.rates.engine_rates`).
+  previous sample (:func:`collector.engines.rates.engine_rates`). Each sample belongs to the
+  tenant its scrape target is dedicated to (``DRIFTLINE_ENGINE_TENANTS``, URL -> tenant), else
+  to ``DRIFTLINE_ENGINE_METRICS_TENANT``.
+* Replica cost (``DRIFTLINE_ENGINE_GPU_COST_PER_HOUR``, URL -> USD/hour): each scrape of a
+  replica records ``gpu_cost_usd = usd_per_hour * (t - t_previous) / 3600 s`` for the wall time
+  since its previous successful scrape, split equally over the samples (engines / models) that
+  URL exposed; the first scrape of a process has no interval and records NULL. Summed over a
+  window this is the replica's cost in it, in the replica's tenant.
 * GPU cost (``DRIFTLINE_GPU_COST_PER_HOUR``): a self-hosted replica's $/hour is spread over the
   tokens its service served in each clock hour: ``gpu_cost_usd = usd_per_hour * elapsed_h *
   tokens(call) / tokens(service, hour)``, with ``elapsed_h`` = 1 for a closed hour and the elapsed
@@ -32,24 +39,57 @@ HOUR_NS = 3600 * 10**9
 
 
 class EngineScraper:
-    """Scrapes the configured URLs and stores one row per engine sample."""
+    """Scrapes the configured URLs and stores one row per engine sample.
 
-    def __init__(self, urls: list[str], tenant: str, timeout_s: float = 5.0) -> None:
+    Args:
+        urls: scrape targets (one per engine replica).
+        tenant: owner of the samples of a URL not in ``tenants``.
+        tenants: URL -> tenant the replica is dedicated to.
+        usd_per_hour: URL -> the replica's cost in USD per hour.
+    """
+
+    def __init__(
+        self,
+        urls: list[str],
+        tenant: str,
+        timeout_s: float = 5.0,
+        *,
+        tenants: dict[str, str] | None = None,
+        usd_per_hour: dict[str, float] | None = None,
+    ) -> None:
         self.urls = urls
         self.tenant = tenant
+        self.tenants = dict(tenants or {})
+        self.usd_per_hour = dict(usd_per_hour or {})
         self.timeout_s = timeout_s
         self._previous: dict[tuple[str, Any], EngineSample] = {}
+        self._last_scrape_s: dict[str, float] = {}
         self._failures: Counter | None = None
+
+    def replica_cost(self, url: str, scraped_at_s: float) -> float | None:
+        """USD of replica ``url`` since its previous scrape (None: no rate, or first scrape);
+        remembers ``scraped_at_s`` as that URL's latest scrape."""
+        last = self._last_scrape_s.get(url)
+        self._last_scrape_s[url] = scraped_at_s
+        rate = self.usd_per_hour.get(url)
+        if rate is None or last is None or scraped_at_s <= last:
+            return None
+        return rate * (scraped_at_s - last) / 3600.0
 
     def _rows(self, url: str, samples: list[EngineSample]) -> list[dict[str, Any]]:
         rows = []
+        tenant = self.tenants.get(url, self.tenant)
+        cost = (
+            self.replica_cost(url, max(s.scraped_at_unix_s for s in samples)) if samples else None
+        )
+        share = None if cost is None else cost / len(samples)
         for s in samples:
             prev = self._previous.get((url, s.key))
             rates = engine_rates(prev, s) if prev is not None else None
             self._previous[(url, s.key)] = s
             rows.append(
                 {
-                    "tenant": self.tenant,
+                    "tenant": tenant,
                     "url": url,
                     "engine_kind": str(s.engine_kind),
                     "model_name": s.model_name,
@@ -73,6 +113,7 @@ class EngineScraper:
                     else s.reported_spec_accept_rate,
                     "ttft_p95_s": rates.ttft_p95_s if rates else None,
                     "itl_p95_s": rates.itl_p95_s if rates else None,
+                    "gpu_cost_usd": share,
                 }
             )
         return rows
@@ -152,7 +193,12 @@ def jobs(settings: Any) -> list[Job]:
     """Scrapes when engine URLs are configured; GPU amortisation when replica costs are."""
     out: list[Job] = []
     if settings.engine_metrics_urls:
-        scraper = EngineScraper(list(settings.engine_metrics_urls), settings.engine_metrics_tenant)
+        scraper = EngineScraper(
+            list(settings.engine_metrics_urls),
+            settings.engine_metrics_tenant,
+            tenants=dict(getattr(settings, "engine_tenants", {}) or {}),
+            usd_per_hour=dict(getattr(settings, "engine_gpu_cost_per_hour", {}) or {}),
+        )
         out.append(Job("engine-scrape", settings.engine_scrape_interval_s, scraper.run))
     if settings.gpu_cost_per_hour:
         out.append(Job("gpu-cost", 60.0, gpu_cost_job, initial_delay_s=5.0))

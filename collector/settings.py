@@ -10,7 +10,7 @@ import ipaddress
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from collector.errors import ConfigError
@@ -74,7 +74,19 @@ class Settings(BaseSettings):
         description='Engine /metrics URLs to scrape, JSON list, e.g. ["http://127.0.0.1:8100/metrics"].',
     )
     engine_scrape_interval_s: float = Field(15.0, gt=0, description="Seconds between scrapes.")
-    engine_metrics_tenant: str = Field("default", description="Tenant owning scraped samples.")
+    engine_metrics_tenant: str = Field(
+        "default", description="Tenant owning scraped samples of URLs not in engine_tenants."
+    )
+    engine_tenants: dict[str, str] = Field(
+        default_factory=dict,
+        description='Engine replicas dedicated to one tenant, JSON {"scrape URL": "tenant"}: '
+        "their samples and replica cost belong to that tenant.",
+    )
+    engine_gpu_cost_per_hour: dict[str, float] = Field(
+        default_factory=dict,
+        description='Replica cost, JSON {"scrape URL": usd_per_hour}: each scrape records the '
+        "cost of the interval since the previous one on the replica's engine samples.",
+    )
     gpu_cost_per_hour: dict[str, float] = Field(
         default_factory=dict,
         description='Self-hosted replica cost, JSON {"service.name": usd_per_hour}.',
@@ -86,6 +98,27 @@ class Settings(BaseSettings):
         if not (v.startswith("sqlite") or v.startswith("postgresql")):
             raise ValueError("must start with sqlite:// or postgresql+psycopg://")
         return v
+
+    @model_validator(mode="after")
+    def _engine_maps_name_scraped_urls(self) -> Settings:
+        scraped = set(self.engine_metrics_urls)
+        for name, mapping in (
+            ("engine_tenants", self.engine_tenants),
+            ("engine_gpu_cost_per_hour", self.engine_gpu_cost_per_hour),
+        ):
+            unknown = sorted(set(mapping) - scraped)
+            if unknown:
+                raise ValueError(
+                    f"{ENV_PREFIX}{name.upper()}: {', '.join(unknown)} not in "
+                    f"{ENV_PREFIX}ENGINE_METRICS_URLS"
+                )
+        for url, tenant in self.engine_tenants.items():
+            if not 1 <= len(tenant) <= 64:
+                raise ValueError(f"{ENV_PREFIX}ENGINE_TENANTS: tenant of {url} must be 1..64 chars")
+        for url, usd in self.engine_gpu_cost_per_hour.items():
+            if not usd >= 0:
+                raise ValueError(f"{ENV_PREFIX}ENGINE_GPU_COST_PER_HOUR: {url} must be >= 0 USD")
+        return self
 
     @field_validator("prices")
     @classmethod

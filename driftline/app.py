@@ -98,7 +98,7 @@ def create_app(settings: Settings) -> FastAPI:
                 )
 
         writer.add_after_commit(link_feedback)
-        kpis = LLMKpis.create(metrics.registry)
+        kpis = LLMKpis.create(state.kpi_registry)  # not in the anonymous /metrics view
 
         def observe_kpis(_tenant: str, records: list[CallRecord]) -> None:
             kpis.observe(records)

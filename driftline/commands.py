@@ -114,13 +114,20 @@ def keys() -> None:
 @click.option("--tenant", required=True, help="Tenant name (created if new).")
 @click.option(
     "--role",
-    type=click.Choice(["ingest", "read", "reviewer", "admin"]),
+    type=click.Choice(["ingest", "read", "reviewer", "admin", "gateway"]),
     default="ingest",
     show_default=True,
 )
 @click.option("--name", default=None, help="A label for the key.")
+@click.option(
+    "--speaks-for",
+    default=None,
+    help="gateway keys: comma list of tenants whose spans the key may file (driftline.tenant).",
+)
 @click.option("--database-url", default=None)
-def keys_create(tenant: str, role: str, name: str | None, database_url: str | None) -> None:
+def keys_create(
+    tenant: str, role: str, name: str | None, speaks_for: str | None, database_url: str | None
+) -> None:
     """Create a key and print it once (only its hash is stored)."""
     from collector.auth import create_key
 
@@ -128,7 +135,8 @@ def keys_create(tenant: str, role: str, name: str | None, database_url: str | No
     store_engine.upgrade(settings.database_url)
     eng = store_engine.make_engine(settings.database_url)
     try:
-        key = create_key(eng, tenant, role, name)
+        tenants = [t.strip() for t in (speaks_for or "").split(",") if t.strip()]
+        key = create_key(eng, tenant, role, name, tenants)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     finally:

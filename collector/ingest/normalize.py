@@ -3,7 +3,8 @@
 Pure functions from :class:`~collector.ingest.decode.SpanData` to frozen dataclasses:
 
 * :func:`extract` reads one span (``None`` when the span is not an LLM call);
-* :func:`merge` joins a caller's span (gateway / SDK) with its vLLM ``llm_request`` child;
+* :func:`collector.ingest.merge.merge` joins a caller's span (gateway / SDK) with its vLLM
+  ``llm_request`` child;
 * :func:`finalize` derives TPOT, cost, model, call id and data-quality flags.
 
 Key priorities follow the normalisation table of ``otel-genai-otlp-webhooks.md`` §3.5
@@ -14,8 +15,7 @@ under two names counts once. Unknown stays ``None``: never 0.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass, fields
 
 from collector.cost.prices import PriceTable, token_cost
 from collector.ingest import content
@@ -91,6 +91,11 @@ class Extract:
     flags: frozenset[str]
     engine_span_id: str | None = None
     redactions: int | None = None
+    #: the engine's own TTFT / e2e (seconds) when a caller's span merged with its engine span
+    server_ttft_s: float | None = None
+    server_e2e_s: float | None = None
+    #: seconds the gateway held the request before an engine slot (``driftline.gateway.queue_s``)
+    gateway_queue_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +148,9 @@ class CallRecord:
     output_text: str | None
     dialect: str
     redactions: int | None = None
+    server_ttft_s: float | None = None
+    server_e2e_s: float | None = None
+    gateway_queue_s: float | None = None
 
 
 #: the record's fields are the ``llm_calls`` columns, in table order
@@ -250,51 +258,7 @@ def extract(
         reported_cost_usd=cost if cost is not None and cost >= 0 else None,
         flags=frozenset(flags),
         redactions=redactions,
-    )
-
-
-def merge(client: Extract, engine: Extract) -> Extract:
-    """Join a caller's span with its vLLM ``llm_request`` child into one call.
-
-    Server-side queue/prefill/decode come from the engine; model, variant, user, text and the
-    client-observed TTFT / e2e from the caller; whatever the caller lacks, from the engine.
-    """
-
-    def pick(name: str) -> Any:
-        value = getattr(client, name)
-        return value if value is not None else getattr(engine, name)
-
-    return replace(
-        client,
-        engine_span_id=engine.span_id,
-        server_request_id=engine.server_request_id or client.server_request_id,
-        queue_s=engine.queue_s,
-        prefill_s=engine.prefill_s,
-        decode_s=engine.decode_s,
-        inference_s=engine.inference_s,
-        **{
-            n: pick(n)
-            for n in (
-                "ttft_s",
-                "e2e_s",
-                "input_tokens",
-                "output_tokens",
-                "cached_input_tokens",
-                "cache_write_input_tokens",
-                "reasoning_output_tokens",
-                "finish_reasons",
-                "request_model",
-                "response_model",
-                "input_text",
-                "output_text",
-                "error_type",
-            )
-        },
-        status="error" if "error" in (client.status, engine.status) else client.status,
-        flags=client.flags | engine.flags,
-        redactions=None
-        if client.redactions is None and engine.redactions is None
-        else (client.redactions or 0) + (engine.redactions or 0),
+        gateway_queue_s=seconds(attrs.get("driftline.gateway.queue_s"), flags),
     )
 
 
@@ -305,6 +269,8 @@ def finalize(ex: Extract, *, tenant: str, prices: PriceTable) -> CallRecord:
     after the first), None when fewer than 2 output tokens or a term is unknown.
     Cost: :func:`collector.cost.prices.token_cost`; None with flag ``usage_missing`` when a
     token count is unknown, None with flag ``unpriced`` when the model has no price.
+    Server-side latencies: the engine's values after :func:`~collector.ingest.merge.merge`;
+    for an engine span that stands alone (no caller span), its own TTFT / e2e are server-side.
     """
     flags = set(ex.flags)
     tpot = None
@@ -383,6 +349,9 @@ def finalize(ex: Extract, *, tenant: str, prices: PriceTable) -> CallRecord:
         output_text=ex.output_text,
         dialect=ex.dialect,
         redactions=ex.redactions,
+        server_ttft_s=ex.ttft_s if ex.role == "engine" else ex.server_ttft_s,
+        server_e2e_s=ex.e2e_s if ex.role == "engine" else ex.server_e2e_s,
+        gateway_queue_s=ex.gateway_queue_s,
     )
 
 

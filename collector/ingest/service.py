@@ -7,11 +7,13 @@ Both receivers (OTLP/HTTP in ``driftline.api.otlp`` and OTLP/gRPC in
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 from collector.ingest.decode import DecodedBatch
-from collector.ingest.writer import BatchWriter, prepare
+from collector.ingest.writer import BatchWriter, prepare, prepare_by_tenant
+from collector.store.schema import SpanData
 from collector.telemetry.metrics import IngestMetrics
 
 
@@ -42,13 +44,27 @@ def submit(
     transport: str,
     max_text_chars: int,
     capture_mode: str = "full",
+    tenant_of: Callable[[SpanData], str] | None = None,
+    capture_mode_of: Callable[[str], str] | None = None,
 ) -> Pending:
     """Normalise and queue a decoded batch.
+
+    ``tenant_of`` (a gateway key's request): each span's tenant, see
+    :func:`collector.auth.span_tenant`; ``capture_mode_of(tenant)`` its content policy.
 
     Raises:
         QueueFullError: the write queue is full (answer 503 / UNAVAILABLE).
     """
-    items, errors = prepare(batch.spans, max_text_chars, capture_mode)
+    if tenant_of is None:
+        items, errors = prepare(batch.spans, max_text_chars, capture_mode)
+    else:
+        items, errors = prepare_by_tenant(
+            batch.spans,
+            max_text_chars,
+            tenant=tenant,
+            tenant_of=tenant_of,
+            capture_mode_of=capture_mode_of or (lambda _t: capture_mode),
+        )
     for msg in errors:
         batch.reject(1, msg)
     if batch.rejected:

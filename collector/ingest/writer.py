@@ -26,7 +26,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from collector.cost.prices import PriceTable
 from collector.errors import BadRequestError, QueueFullError, StoreUnavailableError
 from collector.ingest.capture import apply_policy
-from collector.ingest.normalize import CallRecord, Extract, extract, finalize, merge
+from collector.ingest.merge import merge
+from collector.ingest.normalize import CallRecord, Extract, extract, finalize
 from collector.store import bulk
 from collector.store.schema import CALL_COLUMNS, SpanData
 
@@ -37,27 +38,61 @@ Key = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """A decoded span and its LLM-call facts (None when it is not an LLM call)."""
+    """A decoded span and its LLM-call facts (None when it is not an LLM call); ``tenant``
+    overrides the tenant of the request it came in (a gateway key's span, see
+    :func:`collector.auth.span_tenant`); None: the request's tenant."""
 
     span: SpanData
     extract: Extract | None
+    tenant: str | None = None
 
 
 def prepare(
-    spans: Sequence[SpanData], max_text_chars: int, capture_mode: str = "full"
+    spans: Sequence[SpanData],
+    max_text_chars: int,
+    capture_mode: str = "full",
+    *,
+    tenant: str | None = None,
 ) -> tuple[list[Item], list[str]]:
     """Apply the tenant's content policy, then extract every span; a span whose
-    normalisation fails is returned as an error message instead."""
+    normalisation fails is returned as an error message instead. ``tenant``: the items'
+    tenant override (:attr:`Item.tenant`)."""
     items: list[Item] = []
     errors: list[str] = []
     for s in spans:
         try:
             stored, redactions = apply_policy(s, capture_mode)
             ex = extract(stored, max_text_chars=max_text_chars, redactions=redactions)
-            items.append(Item(stored, ex))
+            items.append(Item(stored, ex, tenant))
         except Exception as exc:  # one bad span never loses its batch
             log.warning("span %s/%s could not be normalised: %r", s.trace_id, s.span_id, exc)
             errors.append(f"span {s.span_id} of trace {s.trace_id} could not be normalised: {exc}")
+    return items, errors
+
+
+def prepare_by_tenant(
+    spans: Sequence[SpanData],
+    max_text_chars: int,
+    *,
+    tenant: str,
+    tenant_of: Callable[[SpanData], str],
+    capture_mode_of: Callable[[str], str],
+) -> tuple[list[Item], list[str]]:
+    """:func:`prepare` for a request whose spans may belong to several tenants (a gateway
+    key's): ``tenant_of(span)`` decides each span's tenant, whose own content policy
+    (``capture_mode_of(tenant)``) applies; spans of another tenant than the request's
+    ``tenant`` carry it as their :attr:`Item.tenant`."""
+    groups: dict[str, list[SpanData]] = {}
+    for s in spans:
+        groups.setdefault(tenant_of(s), []).append(s)
+    items: list[Item] = []
+    errors: list[str] = []
+    for t, group in groups.items():
+        its, errs = prepare(
+            group, max_text_chars, capture_mode_of(t), tenant=None if t == tenant else t
+        )
+        items += its
+        errors += errs
     return items, errors
 
 
@@ -169,9 +204,10 @@ def write_batch(
     max_text_chars: int = 1_000_000,
     received_unix_nano: int | None = None,
 ) -> dict[str, list[CallRecord]]:
-    """Write (tenant, items) batches in ONE transaction; returns the NEW call records written,
-    by tenant (a record that completes a call stored by an earlier batch is written but not
-    returned, so per-call metrics count each call once).
+    """Write (tenant, items) batches in ONE transaction (an item's own :attr:`Item.tenant`
+    overrides its batch's); returns the NEW call records written, by tenant (a record that
+    completes a call stored by an earlier batch is written but not returned, so per-call
+    metrics count each call once).
 
     ``bind`` is an engine (a pooled connection per call) or a connection without an open
     transaction (the writer thread's own).
@@ -181,7 +217,11 @@ def write_batch(
     """
     by_tenant: dict[str, list[Item]] = {}
     for tenant, items in batches:
-        by_tenant.setdefault(tenant, []).extend(items)
+        if any(it.tenant is not None for it in items):
+            for it in items:
+                by_tenant.setdefault(it.tenant or tenant, []).append(it)
+        else:
+            by_tenant.setdefault(tenant, []).extend(items)
     received = received_unix_nano or time.time_ns()
     if isinstance(bind, Connection):
         with bind.begin():

@@ -8,10 +8,16 @@ Metrics per group (units in the names; None when unknown, never 0):
 * ``count``; ``error_count`` / ``error_rate``: ``status = 'error'`` over ``count``;
   ``rejection_count`` / ``rejection_rate``: ``lower(error_type)`` in
   :data:`REJECTION_ERROR_TYPES` (HTTP 429 / overload / queue full) over ``count``.
-* ``<f>_p50`` / ``_p95`` / ``_p99`` for ``f`` in ttft_s, tpot_s, e2e_s, queue_s: linear
+* ``<f>_p50`` / ``_p95`` / ``_p99`` for ``f`` in :data:`LATENCY_FIELDS`: linear
   interpolation between order statistics (Hyndman & Fan 1996 type 7, numpy's default,
   DuckDB ``quantile_cont``) over the non-null values; ``n_<f>`` values used, ``null_<f>``
-  calls where it is unknown.
+  calls where it is unknown. The fields: ``ttft_s``, ``e2e_s`` (the caller's view when a
+  gateway/SDK span merged with the engine's), ``server_ttft_s``, ``server_e2e_s`` (the
+  engine's), ``tpot_s``, ``queue_s`` (engine queue), ``gateway_queue_s`` (gateway queue),
+  ``itl_p50_s`` / ``itl_p95_s`` (each call's median / 95th-percentile inter-token gap, from
+  streamed token timestamps): e.g. ``itl_p50_s_p99`` is the 99th percentile over calls of the
+  per-call median ITL. Token-level pooling is not possible from per-call summaries, so these
+  are distributions of per-call ITL statistics, not of all gaps pooled.
 * ``output_tokens_per_s_p50``: per request ``output_tokens / (e2e_s - ttft_s)``, the decode
   rate after the first token (vLLM's "output throughput" per request), over calls where
   ``output_tokens > 0`` and ``e2e_s - ttft_s > 0``; ``n_output_tokens_per_s`` of them.
@@ -41,7 +47,17 @@ GROUP_KEYS: tuple[str, ...] = ("model", "variant", "rollout", "service", "tenant
 REJECTION_ERROR_TYPES: frozenset[str] = frozenset(
     {"429", "rate_limited", "too_many_requests", "queue_full", "rejected", "overloaded"}
 )
-LATENCY_FIELDS: tuple[str, ...] = ("ttft_s", "tpot_s", "e2e_s", "queue_s")
+LATENCY_FIELDS: tuple[str, ...] = (
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "queue_s",
+    "server_ttft_s",
+    "server_e2e_s",
+    "gateway_queue_s",
+    "itl_p50_s",
+    "itl_p95_s",
+)
 _KEY_COLUMN = {"model": "model", "variant": "variant", "rollout": "rollout"}
 _KEY_COLUMN |= {"service": "service_name", "tenant": "tenant"}
 _BASE_COLUMNS = (

@@ -39,6 +39,9 @@ _COLUMNS = [
     "preemptions_total",
     "prefix_cache_hit_rate",
     "spec_decode_acceptance_rate",
+    "gpu_cost_usd",
+    "ttft_p95_s",
+    "itl_p95_s",
 ]
 _COUNTERS = (
     "prefix_cache_queries_total",
@@ -75,8 +78,13 @@ def engine_stats(
         (``bucket`` ISO 8601, ``bucket_start_unix_s``), ``samples``,
         ``kv_cache_usage_mean`` / ``_max`` (fraction 0–1), ``requests_running_mean`` / ``_max``,
         ``requests_waiting_mean`` / ``_max`` (queue depth), ``prefix_cache_hit_rate``,
-        ``spec_decode_acceptance_rate`` (fractions), ``preemptions`` (count in the group).
-        Unknown values are None.
+        ``spec_decode_acceptance_rate`` (fractions), ``preemptions`` (count in the group),
+        ``gpu_cost_usd_sum`` (the replica's cost recorded on its samples in the group, USD;
+        None when no cost is configured for it); ``ttft_p95_s_median`` / ``_max`` and
+        ``itl_p95_s_median`` / ``_max``: the median and the highest of the engine's own p95
+        TTFT / inter-token latency per scrape interval (from its histograms,
+        :func:`collector.engines.rates.engine_rates`), seconds — a summary of interval p95s,
+        not the p95 of the group. Unknown values are None.
 
     Raises:
         ValueError: ``bucket_s`` below 1, ``until_ns < since_ns`` or an unsupported URL.
@@ -113,7 +121,10 @@ SELECT url, any_value(engine_kind) AS engine_kind, model_name AS model, bucket,
   coalesce(sum(d_spec_decode_accepted_tokens_total)
              / NULLIF(sum(d_spec_decode_draft_tokens_total), 0),
            avg(spec_decode_acceptance_rate)) AS spec_decode_acceptance_rate,
-  sum(d_preemptions_total) AS preemptions
+  sum(d_preemptions_total) AS preemptions,
+  sum(gpu_cost_usd) AS gpu_cost_usd_sum,
+  median(ttft_p95_s) AS ttft_p95_s_median, max(ttft_p95_s) AS ttft_p95_s_max,
+  median(itl_p95_s) AS itl_p95_s_median, max(itl_p95_s) AS itl_p95_s_max
 FROM d GROUP BY url, model_name, bucket
 ORDER BY url, model_name NULLS LAST, bucket
 """

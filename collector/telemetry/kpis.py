@@ -1,6 +1,6 @@
 """LLM KPIs as Prometheus metrics, fed from committed call records.
 
-Histograms (seconds) labelled by ``model`` and ``variant``:
+Histograms (seconds) labelled by ``tenant``, ``model`` and ``variant``:
 
 * ``driftline_ttft_seconds`` — buckets of vLLM ``vllm:time_to_first_token_seconds`` (a superset
   of the semconv ``gen_ai.server.time_to_first_token`` boundaries; reference §5 and §2.8);
@@ -13,6 +13,11 @@ Counters: ``driftline_tokens_total{model,variant,direction}`` (``direction`` ``i
 ``output``, the semconv ``gen_ai.token.type`` values) and ``driftline_cost_usd_total``.
 Unknown values (None) are skipped, never observed as 0; an unknown model or variant is
 labelled ``unknown``.
+
+These series name a tenant's models and its spend: register them in a registry of their own and
+expose them only through :func:`collector.telemetry.exposition.scoped` (a read key sees its own
+tenant's series without the ``tenant`` label, an admin every tenant's with it, an anonymous
+scrape none).
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ class LLMKpis:
         Raises:
             ValueError: they are already registered there (prometheus_client duplicate check).
         """
-        labels = ["model", "variant"]
+        labels = ["tenant", "model", "variant"]
         return cls(
             ttft_seconds=Histogram(
                 "driftline_ttft_seconds",
@@ -106,13 +111,13 @@ class LLMKpis:
         merged with its engine span) must not be passed twice for the same request.
         """
         n = 0
-        # labelled children looked up once per (model, variant) and call, not per record (a
-        # batch shares a handful of models; ``labels()`` costs more than the observation);
-        # created only when a value is observed, as before (no empty series)
-        children: dict[tuple[str, str], list[Any]] = {}
+        # labelled children looked up once per (tenant, model, variant) and call, not per
+        # record (a batch shares a handful of models; ``labels()`` costs more than the
+        # observation); created only when a value is observed (no empty series)
+        children: dict[tuple[str, str, str], list[Any]] = {}
         for r in records:
             n += 1
-            key = (r.model or UNKNOWN, r.variant or UNKNOWN)
+            key = (r.tenant or UNKNOWN, r.model or UNKNOWN, r.variant or UNKNOWN)
             c = children.get(key)
             if c is None:
                 c = children[key] = [None] * 6

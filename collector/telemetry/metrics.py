@@ -1,10 +1,21 @@
-"""Prometheus metrics of the collector's own health (one registry per app instance)."""
+"""Prometheus metrics of the collector's own health (one registry per app instance): process
+(CPU, memory, file descriptors, Python GC / platform) and ingest health. No series here names a
+tenant's model or money; per-tenant series live in a registry of their own
+(:mod:`collector.telemetry.kpis`, :mod:`collector.telemetry.exposition`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 
 
 @dataclass(frozen=True)
@@ -21,6 +32,10 @@ class IngestMetrics:
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> IngestMetrics:
         reg = registry or CollectorRegistry()
+        if registry is None:  # a fresh registry: add the process, GC and platform collectors
+            ProcessCollector(registry=reg)
+            GCCollector(registry=reg)
+            PlatformCollector(registry=reg)
         return cls(
             registry=reg,
             spans_received=Counter(

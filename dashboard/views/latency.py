@@ -1,12 +1,29 @@
-"""Latency: percentiles over time by model and variant, one request's breakdown, engine gauges."""
+"""Latency: percentiles over time by model and variant; the caller's vs the engine's TTFT and
+the ITL distribution (``GET /api/v1/stats``'s service function); one request's breakdown;
+engine gauges."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, ui
+from collector.store import analytics
+from dashboard import charts, data, stats, ui
+
+#: ``call_stats`` fields shown side by side: the caller's view and the engine's
+SIDE_BY_SIDE = {
+    "TTFT, caller (gateway / SDK)": "ttft_s",
+    "TTFT, engine": "server_ttft_s",
+    "e2e, caller": "e2e_s",
+    "e2e, engine": "server_e2e_s",
+    "queue, gateway": "gateway_queue_s",
+    "queue, engine": "queue_s",
+    "ITL, per-call median": "itl_p50_s",
+    "ITL, per-call p95": "itl_p95_s",
+}
 
 METRICS = {
     "TTFT (time to first token)": "ttft_s",
@@ -41,6 +58,81 @@ else:
             )
         )
         st.caption("Lines: model / variant; dash: percentile. Hover for values (ms).")
+
+
+@st.cache_data(ttl=data.CACHE_TTL_S, show_spinner=False)
+def call_stats(
+    database_url: str, tenant: str, since_ns: int, until_ns: int, bucket_s: int | None
+) -> list[dict[str, Any]]:
+    """:func:`collector.store.analytics.call_stats` by model (and bucket), as the API serves."""
+    return analytics.call_stats(
+        database_url,
+        tenant,
+        group_by=["model"],
+        since_ns=since_ns,
+        until_ns=until_ns,
+        bucket_s=bucket_s,
+    )
+
+
+st.subheader("Caller vs engine: TTFT, e2e, queue, inter-token latency")
+overall = call_stats(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, None)
+if not overall:
+    ui.no_data("calls", f"No call in the {ctx.range_label}.")
+else:
+    table = pd.DataFrame(
+        [
+            {
+                "model": row["model"] or "?",
+                "latency": label,
+                "calls": row[f"n_{f}"],
+                **{p: row[f"{f}_{p}"] for p in ("p50", "p95", "p99")},
+            }
+            for row in overall
+            for label, f in SIDE_BY_SIDE.items()
+            if row[f"n_{f}"]
+        ]
+    )
+    if table.empty:
+        ui.no_data("latencies", "No call of this window reports these latencies.")
+    else:
+        for p in ("p50", "p95", "p99"):
+            table[p] = table[p].map(lambda v: ui.fmt(v, "ms"))
+        st.dataframe(table, hide_index=True, width="stretch")
+    st.caption(
+        "Caller: measured by the gateway or SDK (includes network and gateway queue). Engine: "
+        "vLLM's own gen_ai.latency.* of the same request, kept next to it when the two spans "
+        "merge. ITL: percentiles over calls of each call's median / p95 gap between streamed "
+        "tokens. Blank rows: nobody reported that latency."
+    )
+    bucket = stats.bucket_size_s((ctx.until_ns - ctx.since_ns) / 1e9, max_buckets=48)
+    rows = call_stats(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, bucket)
+    itl = pd.DataFrame(
+        [
+            {
+                "bucket": pd.to_datetime(r["bucket_start_unix_s"], unit="s", utc=True),
+                "group": f"{r['model'] or '?'} {label}",
+                "quantile": p,
+                "value_ms": r[f"{f}_{p}"] * 1000.0,
+            }
+            for r in rows
+            for label, f in (("ITL", "itl_p50_s"), ("engine TTFT", "server_ttft_s"))
+            for p in ("p50", "p95", "p99")
+            if r[f"{f}_{p}"] is not None
+        ]
+    )
+    if not itl.empty:
+        charts.show(
+            charts.line(
+                itl,
+                x="bucket",
+                y="value_ms",
+                y_title="ms",
+                color="group",
+                stroke_dash="quantile",
+            )
+        )
+        st.caption("Per-call median ITL and engine TTFT percentiles per time bucket (ms).")
 
 st.subheader("One request: queue → prefill → decode")
 recent = data.call_page(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, (), 200)
@@ -123,3 +215,24 @@ else:
                 height=200,
             )
         )
+    tails = eng.melt(
+        id_vars=["time", "engine"],
+        value_vars=[c for c in ("ttft_p95_s", "itl_p95_s") if c in eng.columns],
+        var_name="latency",
+        value_name="seconds",
+    ).dropna(subset=["seconds"])
+    if not tails.empty:
+        charts.show(
+            charts.line(
+                tails.assign(
+                    ms=tails["seconds"] * 1000.0,
+                    series=tails["engine"] + " · " + tails["latency"].str.replace("_s", ""),
+                ),
+                x="time",
+                y="ms",
+                y_title="engine p95 per scrape interval (ms)",
+                color="series",
+                height=200,
+            )
+        )
+        st.caption("The engine's own TTFT / inter-token latency p95 per scrape interval.")

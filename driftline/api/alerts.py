@@ -1,5 +1,6 @@
-"""``/api/v1/alerts``: alerts (firing, history, acknowledgement), rules, receivers (with
-signing-secret rotation), silences and the delivery outbox.
+"""``/api/v1/alerts``: alerts (firing, history, acknowledgement), rules, silences and the
+delivery outbox; receivers (with signing-secret rotation) in
+:mod:`driftline.api.alert_receivers`, whose routes this router includes.
 
 Reads need the ``read`` permission (:data:`ReadTenant`), changes ``admin``
 (:data:`AdminTenant`); the tenant always comes from the API key. Secrets are write-only: a
@@ -14,31 +15,27 @@ import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Response
-from pydantic import SecretStr, ValidationError
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from alerts import admin, outbox, store
 from alerts.apishapes import (
     AckBody,
-    ReceiverBody,
-    RotateBody,
     SilenceBody,
     alert_to_dict,
     delivery_to_dict,
     iso,
-    receiver_to_dict,
     silence_to_dict,
 )
 from alerts.grouping import Matcher
-from alerts.receivers import Receiver
 from alerts.rules import EventRule, ThresholdRule, parse_rule
-from alerts.runtime import runtime_for
 from alerts.series import check_rule_labels
-from alerts.signing import generate_secret
 from alerts.state import AlertStatus
 from collector.errors import BadRequestError, ConflictError
+from driftline.api import alert_receivers
+from driftline.api.alert_receivers import invalid_request as _invalid
 from driftline.api.calls import parse_time
-from driftline.api.deps import AdminTenant, AppState, ReadTenant, State
+from driftline.api.deps import AdminTenant, ReadTenant, State
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
 MAX_PAGE = 1000
@@ -47,17 +44,6 @@ MAX_PAGE = 1000
 def _seconds(value: str | None, name: str) -> float | None:
     ns = parse_time(value, name)
     return None if ns is None else ns / 1e9
-
-
-def _invalid(exc: ValidationError | ValueError) -> BadRequestError:
-    """A 400 naming the fields, never echoing input values (they may hold secrets)."""
-    if isinstance(exc, ValidationError):
-        parts = []
-        for err in exc.errors(include_input=False, include_url=False):
-            loc = ".".join(str(p) for p in err["loc"])
-            parts.append(f"{loc}: {err['msg']}" if loc else str(err["msg"]))
-        return BadRequestError("; ".join(parts))
-    return BadRequestError(str(exc))
 
 
 # --- alerts: list, acknowledge -------------------------------------------------------------
@@ -186,123 +172,10 @@ def delete_rule(name: str, state: State, tenant: AdminTenant) -> Response:
     return Response(status_code=204)
 
 
-# --- receivers -----------------------------------------------------------------------------
+# --- receivers: driftline.api.alert_receivers (included here, before /alerts/{fingerprint}) --
 
 
-def _file_receiver(state: AppState, tenant: str, name: str) -> Receiver | None:
-    return runtime_for(state.extras).static.get(tenant, name)
-
-
-def _not_file(state: AppState, tenant: str, name: str) -> None:
-    if _file_receiver(state, tenant, name) is not None:
-        raise BadRequestError(
-            f"receiver {name!r} is defined in DRIFTLINE_ALERT_RECEIVERS_FILE; change it there"
-        )
-
-
-def _build_receiver(
-    tenant: str, name: str, body: ReceiverBody, secret: str | None, old: Receiver | None
-) -> Receiver:
-    try:
-        return Receiver(
-            name=name,
-            tenant=tenant,
-            kind=body.kind,
-            url=body.url,
-            send_resolved=body.send_resolved,
-            routing_key=SecretStr(body.routing_key) if body.routing_key else None,
-            max_alerts=body.max_alerts,
-            timeout_s=body.timeout_s,
-            headers=body.headers,
-            secret=SecretStr(secret) if secret else None,
-            previous_secret=old.previous_secret if old else None,
-            previous_secret_until=old.previous_secret_until if old else None,
-        ).check_kind()
-    except (ValidationError, ValueError) as exc:
-        raise _invalid(exc) from None
-
-
-@router.get("/alerts/receivers", summary="Receivers (secrets are never returned)")
-def list_receivers(state: State, tenant: ReadTenant) -> dict[str, Any]:
-    static = [r for r in runtime_for(state.extras).static.all() if r.tenant == tenant]
-    with Session(state.engine) as s:
-        db = store.load_db_receivers(s, tenant).all()
-    names = {r.name for r in static}
-    items = [receiver_to_dict(r, "file") for r in static]
-    items += [receiver_to_dict(r, "api") for r in db if r.name not in names]
-    return {"items": sorted(items, key=lambda x: x["name"]), "next_cursor": None}
-
-
-@router.post("/alerts/receivers", status_code=201, summary="Create a receiver")
-def create_receiver(state: State, tenant: AdminTenant, body: ReceiverBody) -> dict[str, Any]:
-    if body.name is None:
-        raise BadRequestError("name is required")
-    _not_file(state, tenant, body.name)
-    generated = generate_secret() if (body.secret is None and body.signed) else None
-    secret = body.secret if body.secret is not None else generated
-    if not body.signed and body.secret is not None:
-        raise BadRequestError("secret given with signed=false")
-    r = _build_receiver(tenant, body.name, body, secret, None)
-    with Session(state.engine) as s, s.begin():
-        if store.load_db_receiver(s, tenant, body.name) is not None:
-            raise ConflictError(f"receiver {body.name!r} already exists; use PUT to change it")
-        store.save_receiver(s, r, now=time.time())
-    out = receiver_to_dict(r, "api")
-    if generated is not None:
-        out["secret"] = generated
-    return out
-
-
-@router.get("/alerts/receivers/{name}", summary="One receiver (without its secret)")
-def get_receiver(name: str, state: State, tenant: ReadTenant) -> dict[str, Any]:
-    f = _file_receiver(state, tenant, name)
-    if f is not None:
-        return receiver_to_dict(f, "file")
-    with Session(state.engine) as s:
-        return receiver_to_dict(admin.db_receiver(s, tenant, name), "api")
-
-
-@router.put("/alerts/receivers/{name}", summary="Change a receiver (its secret is kept)")
-def put_receiver(
-    name: str, state: State, tenant: AdminTenant, body: ReceiverBody
-) -> dict[str, Any]:
-    if body.name not in (None, name):
-        raise BadRequestError(f"name in the body ({body.name!r}) differs from the path")
-    if body.secret is not None:
-        raise BadRequestError("secret cannot be set by PUT; use rotate-secret")
-    _not_file(state, tenant, name)
-    with Session(state.engine) as s, s.begin():
-        old = admin.db_receiver(s, tenant, name)
-        secret = old.secret.get_secret_value() if (old.secret and body.signed) else None
-        r = _build_receiver(tenant, name, body, secret, old)
-        store.save_receiver(s, r, now=time.time())
-    return receiver_to_dict(r, "api")
-
-
-@router.delete("/alerts/receivers/{name}", status_code=204, summary="Delete a receiver")
-def delete_receiver(name: str, state: State, tenant: AdminTenant) -> Response:
-    _not_file(state, tenant, name)
-    with Session(state.engine) as s, s.begin():
-        admin.delete_receiver(s, tenant, name)
-    return Response(status_code=204)
-
-
-@router.post(
-    "/alerts/receivers/{name}/rotate-secret",
-    summary="New signing secret (returned once); the old one signs too for grace_s",
-)
-def rotate_secret(
-    name: str,
-    state: State,
-    tenant: AdminTenant,
-    body: Annotated[RotateBody | None, Body()] = None,
-) -> dict[str, Any]:
-    _not_file(state, tenant, name)
-    grace = (body or RotateBody()).grace_s
-    now = time.time()
-    with Session(state.engine) as s, s.begin():
-        secret = admin.rotate_secret(s, tenant, name, now=now, grace_s=grace)
-    return {"name": name, "secret": secret, "previous_secret_until": iso(now + grace)}
+router.include_router(alert_receivers.router)
 
 
 # --- silences ------------------------------------------------------------------------------

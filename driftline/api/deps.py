@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 
 from collector.auth import ForbiddenError, KeyStore, Principal
@@ -38,6 +39,8 @@ class AppState:
     capture: CapturePolicies
     grpc_port: int | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    #: per-tenant LLM KPI series; exposed only to keys (collector.telemetry.exposition)
+    kpi_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
 
 def get_state(request: Request) -> AppState:

@@ -1,15 +1,22 @@
-"""``/healthz`` and the Prometheus ``/metrics`` exposition."""
+"""``/healthz`` and the Prometheus ``/metrics`` exposition.
+
+``/metrics`` is scoped to the caller (:mod:`collector.telemetry.exposition`): without a key,
+process and ingest-health metrics only; with a key that may read, also the LLM KPI series of
+the key's tenant (no ``tenant`` label); with an admin key (or ``--dev``) every tenant's series
+with a ``tenant`` label. A key that is present but invalid gets 401, never the anonymous view.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
-from driftline.api.deps import State
+from collector.telemetry import exposition
+from driftline.api.deps import State, principal_of
 
 router = APIRouter(tags=["health"])
 
@@ -31,7 +38,17 @@ def healthz(state: State) -> Any:
     return JSONResponse(body, status_code=200 if db == "ok" else 503)
 
 
-@router.get("/metrics", summary="Prometheus exposition of driftline's own metrics")
-def metrics(state: State) -> Response:
+@router.get("/metrics", summary="Prometheus exposition, scoped to the caller's key")
+def metrics(request: Request, state: State) -> Response:
     state.metrics.queue_spans.set(state.writer.queued_spans)
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    authorization = request.headers.get("authorization")
+    tenant: str | None = None
+    all_tenants = False
+    if authorization or state.settings.dev:
+        principal = principal_of(state, authorization)  # AuthError -> 401
+        all_tenants = principal.allows("admin")
+        tenant = principal.tenant if principal.allows("read") else None
+    body = exposition.scoped(
+        state.metrics.registry, [state.kpi_registry], tenant=tenant, all_tenants=all_tenants
+    )
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

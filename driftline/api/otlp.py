@@ -18,10 +18,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from collector.auth import ForbiddenError, span_tenant
 from collector.errors import BodyTooLargeError, CollectorError
 from collector.ingest import decode as codec
 from collector.ingest import service
-from driftline.api.deps import IngestTenant, State
+from collector.store.schema import SpanData
+from driftline.api.deps import CurrentPrincipal, State
 
 router = APIRouter()
 
@@ -40,7 +42,17 @@ def otlp_response(media: str, rejected: int, message: str) -> Response:
 
 
 @router.post("/v1/traces", tags=["otlp"], summary="OTLP/HTTP trace export")
-async def export_traces(request: Request, state: State, tenant: IngestTenant) -> Response:
+async def export_traces(request: Request, state: State, principal: CurrentPrincipal) -> Response:
+    """Spans are stored under the key's tenant; a ``gateway`` key's spans under the tenant
+    their ``driftline.tenant`` names when the key may speak for it
+    (:func:`collector.auth.span_tenant`)."""
+    if not principal.allows("ingest"):
+        raise ForbiddenError(f"this API key (role {principal.role}) may not ingest")
+    tenant = principal.tenant
+
+    def tenant_of(span: SpanData) -> str:
+        return span_tenant(principal, span.attributes)
+
     media = codec.media_type(request.headers.get("content-type"))
     encoding = codec.content_encoding(request.headers.get("content-encoding"))
     limit = state.settings.max_body_bytes
@@ -58,6 +70,8 @@ async def export_traces(request: Request, state: State, tenant: IngestTenant) ->
             transport="http",
             max_text_chars=state.settings.max_text_chars,
             capture_mode=state.capture.mode(tenant),
+            tenant_of=tenant_of if principal.role == "gateway" else None,
+            capture_mode_of=state.capture.mode,
         )
         await asyncio.wrap_future(pending.future)
     except CollectorError as exc:

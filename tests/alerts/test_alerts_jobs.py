@@ -131,6 +131,32 @@ def test_latency_series_match_numpy_and_skip_nulls(engine: Engine) -> None:
     assert overall.labels == {} and overall.samples[0].value == pytest.approx(every.mean())
 
 
+def test_server_side_and_itl_series_read_their_own_columns(engine: Engine) -> None:
+    rng = np.random.default_rng(9)
+    client = rng.lognormal(-1.0, 0.4, size=60)
+    server = client * 0.5  # the engine's TTFT, without network and gateway queue
+    itl = rng.uniform(0.01, 0.05, size=60)
+    _calls(
+        engine,
+        [
+            {"ttft_s": float(c), "server_ttft_s": float(s), "itl_p50_s": float(i)}
+            for c, s, i in zip(client, server, itl, strict=True)
+        ],
+    )
+    _calls(engine, [{"ttft_s": 9.0, "server_ttft_s": None, "itl_p50_s": None}] * 4)
+    with engine.connect() as c:
+        for stat, values in (
+            ("server_ttft_s", server),
+            ("ttft_s", np.concatenate([client, [9.0] * 4])),
+            ("itl_p50_s", itl),
+        ):
+            rule = ThresholdRule(
+                name=stat, stat=stat, quantile=0.95, threshold=1, receivers=("oncall",)
+            )
+            (s,) = rule_series(c, "default", rule, T0)
+            assert s.samples[0].value == pytest.approx(float(np.quantile(values, 0.95))), stat
+
+
 def test_rate_and_cost_series(engine: Engine) -> None:
     _calls(
         engine, [{"status": "ok", "cost_usd": 0.002, "input_tokens": 900, "output_tokens": 100}] * 6

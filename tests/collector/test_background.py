@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
 from sqlalchemy import select
 
 from collector.background import HOUR_NS, amortize_gpu_cost
+from collector.background import jobs as background_jobs
+from collector.scheduler import JobContext
+from collector.store import analytics
 from collector.store import engine as store_engine
 from collector.store.models import LLMCall
 from collector.store.models.api import EngineSample
@@ -20,8 +25,8 @@ from tests.conftest import LiveCollector, free_port, make_settings, wait_for
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "engine_metrics" / "vllm_current.txt"
 
 
-@pytest.fixture
-def metrics_server() -> Iterator[str]:
+def _serve() -> tuple[str, http.server.ThreadingHTTPServer]:
+    """A real HTTP server answering GET with the vLLM /metrics fixture."""
     text = FIXTURE.read_bytes()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -37,8 +42,65 @@ def metrics_server() -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    return f"http://127.0.0.1:{server.server_address[1]}/metrics", server
+
+
+@pytest.fixture
+def metrics_server() -> Iterator[str]:
+    url, server = _serve()
+    yield url
     server.shutdown()
+
+
+def test_replica_samples_and_cost_belong_to_their_tenant(sqlite_url: str) -> None:
+    """Two replicas: one dedicated to acme (with a cost), one shared; per-replica cost is the
+    wall time between its scrapes times its USD/hour."""
+    (acme_url, s1), (shared_url, s2) = _serve(), _serve()
+    settings = make_settings(
+        sqlite_url,
+        engine_metrics_urls=[acme_url, shared_url],
+        engine_tenants={acme_url: "acme"},
+        engine_gpu_cost_per_hour={acme_url: 7.2},
+    )
+    store_engine.upgrade(sqlite_url)
+    eng = store_engine.make_engine(sqlite_url)
+    try:
+        (job,) = [j for j in background_jobs(settings) if j.name == "engine-scrape"]
+        ctx = JobContext(settings, eng, CollectorRegistry(), {})
+        job.fn(ctx)
+        time.sleep(0.2)
+        job.fn(ctx)
+        with eng.connect() as conn:
+            rows = list(conn.execute(select(EngineSample.__table__)).all())
+        by_url = {u: [r for r in rows if r.url == u] for u in (acme_url, shared_url)}
+        assert {r.tenant for r in by_url[acme_url]} == {"acme"}
+        assert {r.tenant for r in by_url[shared_url]} == {"default"}
+        assert all(r.gpu_cost_usd is None for r in by_url[shared_url])
+        times = sorted({r.scraped_unix_nano for r in by_url[acme_url]})
+        assert len(times) == 2
+        first = [r for r in by_url[acme_url] if r.scraped_unix_nano == times[0]]
+        second = [r for r in by_url[acme_url] if r.scraped_unix_nano == times[1]]
+        assert all(r.gpu_cost_usd is None for r in first)  # no interval yet: unknown, not 0
+        expected = 7.2 * (times[1] - times[0]) / 1e9 / 3600
+        assert sum(r.gpu_cost_usd for r in second) == pytest.approx(expected)
+        (acme_stats,) = analytics.engine_stats(sqlite_url, "acme")
+        assert acme_stats["gpu_cost_usd_sum"] == pytest.approx(expected)
+        assert analytics.engine_stats(sqlite_url, "default")[0]["gpu_cost_usd_sum"] is None
+    finally:
+        eng.dispose()
+        s1.shutdown()
+        s2.shutdown()
+
+
+def test_engine_maps_must_name_scraped_urls(sqlite_url: str) -> None:
+    with pytest.raises(ValueError, match="DRIFTLINE_ENGINE_TENANTS: http://x/metrics not in"):
+        make_settings(sqlite_url, engine_tenants={"http://x/metrics": "acme"})
+    with pytest.raises(ValueError, match="ENGINE_GPU_COST_PER_HOUR"):
+        make_settings(
+            sqlite_url,
+            engine_metrics_urls=["http://x/m"],
+            engine_gpu_cost_per_hour={"http://x/m": -1},
+        )
 
 
 def test_engine_samples_are_scraped_and_stored(sqlite_url: str, metrics_server: str) -> None:

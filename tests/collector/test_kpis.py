@@ -82,7 +82,7 @@ def test_histograms_and_counters_match_numpy() -> None:
                     if (r.model, r.variant) == (model, variant) and getattr(r, field) is not None
                 ]
             )
-            lab = {"model": model, "variant": variant}
+            lab = {"tenant": "default", "model": model, "variant": variant}
             (count,) = samples(family, "_count", **lab)
             assert count.value == len(values)  # nulls skipped, not observed as 0
             (total,) = samples(family, "_sum", **lab)
@@ -115,7 +115,8 @@ def test_unknown_labels_and_all_null_record() -> None:
     kpis.observe([replace(BASE, ttft_s=0.25)])  # no model, no variant, nothing else known
     fam = families(registry)
     (count,) = samples(fam["driftline_ttft_seconds"], "_count")
-    assert count.labels == {"model": "unknown", "variant": "unknown"} and count.value == 1
+    assert count.labels == {"tenant": "unknown", "model": "unknown", "variant": "unknown"}
+    assert count.value == 1
     assert samples(fam["driftline_e2e_seconds"], "_count") == []
     assert samples(fam["driftline_tokens"], "_total") == []
 

@@ -9,7 +9,8 @@ import pytest
 
 from collector.cost.prices import PriceTable
 from collector.ingest.dialects import llm_role
-from collector.ingest.normalize import extract, finalize, merge, normalize_span
+from collector.ingest.merge import merge
+from collector.ingest.normalize import extract, finalize, normalize_span
 from collector.ingest.values import finish_reasons
 from collector.store.models import LLMCall
 from collector.store.schema import CALL_COLUMNS, SpanData
@@ -224,6 +225,7 @@ def test_merge_gateway_and_engine() -> None:
                 "driftline.itl.p50_s": 0.09,
                 "driftline.itl.p95_s": 0.12,
                 "driftline.itl.max_s": 0.2,
+                "driftline.gateway.queue_s": 0.015,
             },
             dur_s=1.1,
             service="gateway",
@@ -257,10 +259,20 @@ def test_merge_gateway_and_engine() -> None:
         "gateway",
     )
     assert (r.queue_s, r.prefill_s, r.decode_s) == (0.01, 0.04, 1.0)
-    assert r.ttft_s == 0.08 and r.e2e_s == pytest.approx(1.1)  # client-observed
+    # both latencies, side by side: the caller's (client-observed) and the engine's
+    assert r.ttft_s == 0.08 and r.e2e_s == pytest.approx(1.1)
+    assert r.server_ttft_s == 0.05 and r.server_e2e_s == 1.05
+    assert r.gateway_queue_s == 0.015
     assert r.tpot_s == pytest.approx((1.1 - 0.08) / 10)
     assert (r.itl_p50_s, r.itl_p95_s, r.itl_max_s) == (0.09, 0.12, 0.2)
     assert r.server_request_id == "chatcmpl-9" and r.call_id == "chatcmpl-9"
+    # whichever half comes alone: the engine's own latencies are server-side, the caller's not
+    alone = finalize(engine, tenant="t", prices=PRICES)
+    assert (alone.ttft_s, alone.e2e_s) == (0.05, 1.05)
+    assert (alone.server_ttft_s, alone.server_e2e_s, alone.gateway_queue_s) == (0.05, 1.05, None)
+    lone_client = finalize(client, tenant="t", prices=PRICES)
+    assert lone_client.server_ttft_s is None and lone_client.server_e2e_s is None
+    assert lone_client.gateway_queue_s == 0.015
 
 
 @pytest.mark.parametrize(

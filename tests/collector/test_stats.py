@@ -17,6 +17,7 @@ from sqlalchemy import insert
 
 from collector.auth import create_key
 from collector.store import analytics
+from collector.store.callstats import LATENCY_FIELDS
 from collector.store.models.api import EngineSample, Feedback
 from driftline.app import create_app
 from tests.conftest import make_settings
@@ -39,6 +40,12 @@ class Call:
     input_tokens: int | None
     output_tokens: int | None
     error_type: str | None
+    itl_p50_s: float | None = None
+    itl_p95_s: float | None = None
+    gateway_queue_s: float | None = None
+    #: client spans only: the engine's view is unknown
+    server_ttft_s: None = None
+    server_e2e_s: None = None
 
     @property
     def e2e_s(self) -> float:
@@ -66,6 +73,8 @@ def make_calls(rng: np.random.Generator, n: int = 90) -> list[Call]:
         start = T0 + int(rng.integers(0, 2 * 3600 * 10**9))  # two hourly buckets
         e2e_ns = int(rng.integers(200_000_000, 9_000_000_000))
         ttft = None if rng.random() < 0.2 else float(rng.uniform(0.01, 0.19))
+        p50 = float(rng.uniform(0.005, 0.05))
+        itl = None if rng.random() < 0.25 else (p50, p50 + float(rng.uniform(0, 0.1)))
         out.append(
             Call(
                 trace_id=f"{i + 1:032x}",
@@ -79,6 +88,9 @@ def make_calls(rng: np.random.Generator, n: int = 90) -> list[Call]:
                 input_tokens=int(rng.integers(1, 2000)),
                 output_tokens=None if rng.random() < 0.1 else int(rng.integers(1, 500)),
                 error_type=errors[int(rng.integers(0, len(errors)))],
+                itl_p50_s=itl[0] if itl else None,
+                itl_p95_s=itl[1] if itl else None,
+                gateway_queue_s=None if rng.random() < 0.5 else float(rng.uniform(0, 0.2)),
             )
         )
     return out
@@ -104,6 +116,9 @@ def otlp_body(calls: list[Call]) -> bytes:
             "gen_ai.response.time_to_first_chunk": c.ttft_s,
             "gen_ai.latency.time_in_queue": c.queue_s,
             "error.type": c.error_type,
+            "driftline.itl.p50_s": c.itl_p50_s,
+            "driftline.itl.p95_s": c.itl_p95_s,
+            "driftline.gateway.queue_s": c.gateway_queue_s,
         }
         spans.append(
             {
@@ -145,7 +160,7 @@ def expected(group: list[Call], window_s: float) -> dict[str, Any]:
     )
     out: dict[str, Any] = {"count": n, "error_count": errors, "error_rate": errors / n}
     out |= {"rejection_count": rejected, "rejection_rate": rejected / n}
-    for field in ("ttft_s", "tpot_s", "e2e_s", "queue_s"):
+    for field in LATENCY_FIELDS:
         values = [getattr(c, field) for c in group]
         for name, v in q(values).items():
             out[f"{field}_{name}"] = v
@@ -364,6 +379,7 @@ def test_engine_stats_rates_survive_a_counter_reset(client: TestClient, db_url: 
     waiting = [0, 3, 1, 7]
     queries = [1000, 1500, 200, 600]  # restart before the third scrape
     hits = [100, 400, 50, 250]
+    itl = [None, 0.02, 0.05, 0.03]  # the engine's p95 ITL per scrape interval (none at first)
     rows = [
         base
         | {
@@ -374,6 +390,8 @@ def test_engine_stats_rates_survive_a_counter_reset(client: TestClient, db_url: 
             "requests_waiting": waiting[i],
             "prefix_cache_queries_total": queries[i],
             "prefix_cache_hits_total": hits[i],
+            "itl_p95_s": itl[i],
+            "ttft_p95_s": None,
         }
         for i in range(4)
     ]
@@ -388,6 +406,9 @@ def test_engine_stats_rates_survive_a_counter_reset(client: TestClient, db_url: 
     # increases: (1500-1000) + 200 (reset: the new value) + (600-200); hits likewise
     assert item["prefix_cache_hit_rate"] == pytest.approx((300 + 50 + 200) / (500 + 200 + 400))
     assert item["spec_decode_acceptance_rate"] is None and item["preemptions"] is None
+    assert item["itl_p95_s_median"] == pytest.approx(0.03)
+    assert item["itl_p95_s_max"] == pytest.approx(0.05)
+    assert item["ttft_p95_s_median"] is None and item["gpu_cost_usd_sum"] is None
     by_min = client.get("/api/v1/stats/engine", params={"bucket": "30s"}).json()["items"]
     assert [i["samples"] for i in by_min] == [2, 2]
     assert analytics.engine_stats(db_url, "other") == []

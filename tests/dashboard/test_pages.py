@@ -77,6 +77,11 @@ def check_page(at: AppTest, page: str, seed: DemoSeed) -> None:
         assert charts(at) >= 4  # percentiles, breakdown bar, 3 engine charts
         assert any("output tokens" in c.value for c in at.caption)
         assert not at.info
+        # the caller's and the engine's latencies side by side (self-hosted calls merge both)
+        side = next(d.value for d in at.dataframe if "latency" in d.value.columns)
+        engine_rows = side[side["latency"] == "TTFT, engine"]
+        assert not side[side["latency"] == "TTFT, caller (gateway / SDK)"].empty
+        assert not engine_rows.empty and (engine_rows["calls"] > 0).all()
     elif page == "cost":
         gateway = sum(c.service == "support-gateway" for c in sent)
         assert metric(at, "Unpriced calls") == str(gateway)

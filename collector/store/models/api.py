@@ -24,6 +24,8 @@ class ApiKey(Base):
     name: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=_utcnow)
     revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    #: role ``gateway`` only: the tenants this key may file spans under (``driftline.tenant``)
+    tenants: Mapped[list[Any] | None] = mapped_column(JSONType)
 
 
 class Feedback(Base):
@@ -80,5 +82,7 @@ class EngineSample(Base):
     spec_decode_acceptance_rate: Mapped[float | None] = mapped_column(Float)
     ttft_p95_s: Mapped[float | None] = mapped_column(Float)
     itl_p95_s: Mapped[float | None] = mapped_column(Float)
+    #: the replica's GPU cost (USD) over the interval since its previous sample
+    gpu_cost_usd: Mapped[float | None] = mapped_column(Float)
 
     __table_args__ = (Index("ix_engine_samples_time", "tenant", "scraped_unix_nano"),)

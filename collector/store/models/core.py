@@ -105,6 +105,11 @@ class LLMCall(Base):
     dialect: Mapped[str] = mapped_column(String(32))
     #: PII redactions applied to this call's captured content (NULL: not scanned).
     redactions: Mapped[int | None] = mapped_column(Integer)
+    #: the engine's TTFT / e2e (seconds) next to the caller's ``ttft_s`` / ``e2e_s``
+    server_ttft_s: Mapped[float | None] = mapped_column(Float)
+    server_e2e_s: Mapped[float | None] = mapped_column(Float)
+    #: seconds the gateway queued the request before an engine slot
+    gateway_queue_s: Mapped[float | None] = mapped_column(Float)
 
     __table_args__ = (
         Index("ix_llm_calls_call_id", "tenant", "call_id"),
