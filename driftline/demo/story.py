@@ -22,6 +22,7 @@ import click
 import httpx
 
 from alerts.signing import generate_secret
+from driftline.demo.datadir import prepare_data_dir
 from driftline.demo.processes import Processes, port_free, wait_http
 from driftline.demo.receiver import WebhookReceiver
 
@@ -62,6 +63,7 @@ class DemoConfig:
     dashboard_port: int = 8501
     receiver_port: int = 9099
     dashboard: bool = True
+    reset: bool = False
     secret: str = field(default_factory=generate_secret)
 
     @property
@@ -278,6 +280,20 @@ class Api:
         return self.http.post(path, json=body)
 
 
+def upsert_rules(api: Api, rules: list[dict[str, Any]]) -> None:
+    """Create each alert rule, or replace it (PUT) when one of that name exists (a rerun).
+
+    Raises:
+        click.ClickException: the collector refused a rule (naming it, with its answer).
+    """
+    for rule in rules:
+        r = api.post("/api/v1/alerts/rules", rule)
+        if r.status_code == 409:
+            r = api.http.put(f"/api/v1/alerts/rules/{rule['name']}", json=rule)
+        if r.status_code not in (200, 201):
+            raise click.ClickException(f"alert rule {rule['name']}: {r.text}")
+
+
 def _alert_line(annotations: dict[str, Any]) -> str:
     """An alert's summary, with the canary's reasons when the alert carries them."""
     summary = str(annotations.get("summary", ""))
@@ -295,7 +311,7 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
     for port in ports:
         if not port_free("127.0.0.1", port):
             raise click.ClickException(f"port {port} is in use: stop what uses it and retry")
-    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    _step(prepare_data_dir(cfg.data_dir, reset=cfg.reset, fresh_store=True))
     log_dir = cfg.data_dir / "logs"
     log_dir.mkdir(exist_ok=True)
     ensure_serving(cfg)
@@ -350,10 +366,7 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
         )
         wait_http(f"http://127.0.0.1:{cfg.engine_port}/health", procs, 420, "vLLM")
         api = Api(cfg.collector_url)
-        for rule in ALERT_RULES:
-            r = api.post("/api/v1/alerts/rules", rule)
-            if r.status_code not in (200, 201):
-                raise click.ClickException(f"alert rule {rule['name']}: {r.text}")
+        upsert_rules(api, ALERT_RULES)
         _step(
             f"alert rules: {', '.join(r['name'] for r in ALERT_RULES)} "
             f"→ webhook {receiver.url} (Standard Webhooks signed)"
