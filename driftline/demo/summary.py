@@ -122,7 +122,11 @@ def final_summary(api: Api, alerts: list[dict[str, Any]], elapsed_s: float) -> d
     for name in (ROLLOUT_BAD, ROLLOUT_GOOD):
         decisions = (api.get(f"/api/v1/rollouts/{name}/decisions", limit=20) or {}).get("items")
         out["rollout_decisions"][name] = [
-            {k: d.get(k) for k in ("action", "reasons", "created_at", "weights_after")}
+            {
+                **{k: d.get(k) for k in ("action", "reasons", "weights_after")},
+                # the API names a decision's time decided_at
+                "created_at": d.get("decided_at") or d.get("created_at"),
+            }
             for d in (decisions or [])
         ]
     out["alert_payloads"] = [
