@@ -131,6 +131,14 @@ def _interrupt(signum: int, frame: object) -> None:
 )
 @click.option("--rate", type=float, default=None, help="Requests (or replayed calls) per second.")
 @click.option("--no-dashboard", is_flag=True, help="Do not start the Streamlit dashboard.")
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "echo"]),
+    default="vllm",
+    show_default=True,
+    help="echo: a model-free stand-in (rehearsal, slow-engine test); no real answers.",
+)
+@click.option("--engine-ttft", type=float, default=0.0, help="Echo engine: seconds to 1st token.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--reset",
@@ -150,6 +158,8 @@ def demo(
     replay: bool,
     rate: float | None,
     no_dashboard: bool,
+    engine: str,
+    engine_ttft: float,
     seed: int,
     reset: bool,
     http_port: int,
@@ -181,9 +191,10 @@ def demo(
         receiver_port=receiver_port,
         dashboard=not no_dashboard,
         reset=reset,
+        engine=engine,
+        engine_ttft_s=engine_ttft,
+        rate_requested=rate,
     )
-    if rate:
-        cfg.rate = rate
     try:
         summary = run_story(cfg)
     except KeyboardInterrupt:

@@ -25,15 +25,29 @@ from driftline.demo.processes import Processes, port_free, wait_http
 from driftline.demo.receiver import WebhookReceiver
 from driftline.demo.story_config import (
     ALERT_RULES,
+    BAD_FIRST_PCT,
     BASE_MODEL,
+    GOOD_FIRST_PCT,
+    ROLLOUT_BAD,
+    ROLLOUT_GOOD,
     collector_env,
+    gateway_config,
+    receivers_config,
     rollout_body,
 )
+from driftline.demo.warmup import LoadPlan, measure_throughput, plan_load
 
-__all__ = ["ALERT_RULES", "BASE_MODEL", "DemoConfig", "collector_env", "rollout_body", "run_story"]
+__all__ = [
+    "ALERT_RULES",
+    "BASE_MODEL",
+    "ROLLOUT_BAD",
+    "ROLLOUT_GOOD",
+    "DemoConfig",
+    "collector_env",
+    "rollout_body",
+    "run_story",
+]
 
-ROLLOUT_BAD = "support-assistant"
-ROLLOUT_GOOD = "support-assistant-v2"
 MIX = "billing=3,account=2,shipping=3,returns=2"
 SHIFT = "complaint=3,technical=3,product=2"
 #: canary steps (%). The risky candidate starts as a 10 % canary; the second one is an A/B test
@@ -42,6 +56,7 @@ SHIFT = "complaint=3,technical=3,product=2"
 #: a LoRA adapter is in the batch (~2.2 req/s at 16 tokens) does not give in five minutes
 BAD_STEPS = (10.0, 50.0, 100.0)
 GOOD_STEPS = (50.0, 100.0)
+assert BAD_STEPS[0] == BAD_FIRST_PCT and GOOD_STEPS[0] == GOOD_FIRST_PCT  # gateway.yaml's start
 #: the A/B rollout starts this long after the traffic (s), on its own share of the load
 GOOD_START_S = 20.0
 #: share of ``--rate`` sent to the A/B rollout; the canary gets the rest
@@ -71,6 +86,12 @@ class DemoConfig:
     receiver_port: int = 9099
     dashboard: bool = True
     reset: bool = False
+    #: ``vllm`` (the real engine) or ``echo`` (serving/echo_engine.py, no model: a slow-engine
+    #: rehearsal with ``engine_ttft_s``)
+    engine: str = "vllm"
+    engine_ttft_s: float = 0.0
+    #: the rate the user asked for (--rate); None: fitted to the engine's measured throughput
+    rate_requested: float | None = None
     secret: str = field(default_factory=generate_secret)
 
     @property
@@ -92,30 +113,6 @@ def ensure_serving(cfg: DemoConfig) -> None:
     subprocess.run(_cli("serving", "install"), check=True)
     _step("model + LoRA adapters: `driftline serving prepare-model` (first time ~30 s)")
     subprocess.run(_cli("serving", "prepare-model"), check=True)
-
-
-def gateway_config(cfg: DemoConfig) -> Path:
-    path = cfg.data_dir / "gateway.yaml"
-    bad, good = BAD_STEPS[0] / 100, GOOD_STEPS[0] / 100
-    path.write_text(
-        "default_rollout: support-assistant\n"
-        "rollouts:\n"
-        f"  {ROLLOUT_BAD}:\n    variants:\n      {BASE_MODEL}: {1 - bad:g}\n"
-        f"      candidate-bad: {bad:g}\n"
-        f"  {ROLLOUT_GOOD}:\n    variants:\n      {BASE_MODEL}: {1 - good:g}\n"
-        f"      candidate-good: {good:g}\n"
-    )
-    return path
-
-
-def receivers_config(cfg: DemoConfig, url: str) -> Path:
-    path = cfg.data_dir / "receivers.toml"
-    path.write_text(
-        "[[receivers]]\n"
-        'name = "oncall"\ntenant = "default"\nkind = "alertmanager"\n'
-        f'url = "{url}"\nsecret = "{cfg.secret}"\n'
-    )
-    return path
 
 
 def start_load(
@@ -184,6 +181,59 @@ class Api:
         return self.http.post(path, json=body)
 
 
+def start_engine(procs: Processes, cfg: DemoConfig, env: dict[str, str]) -> None:
+    """vLLM (``serving up``) or the echo stand-in on ``cfg.engine_port``; waits for health."""
+    if cfg.engine == "echo":
+        _step(f"echo engine on :{cfg.engine_port} (no model; TTFT {cfg.engine_ttft_s:g} s)")
+        argv = [sys.executable, "-m", "driftline.demo.echo", "--port", str(cfg.engine_port)]
+        procs.start("engine", [*argv, "--ttft-s", str(cfg.engine_ttft_s)], env)
+        wait_http(f"http://127.0.0.1:{cfg.engine_port}/health", procs, 60, "the echo engine")
+        return
+    _step(
+        f"vLLM (CPU) on :{cfg.engine_port} with LoRA adapters candidate-good, candidate-bad "
+        "(start-up ~40 s)"
+    )
+    otlp = f"http://127.0.0.1:{cfg.grpc_port}"
+    procs.start(
+        "vllm",
+        _cli("serving", "up", "--port", str(cfg.engine_port), "--otlp-endpoint", otlp),
+        env,
+    )
+    wait_http(f"http://127.0.0.1:{cfg.engine_port}/health", procs, 420, "vLLM")
+
+
+def fit_load(cfg: DemoConfig) -> LoadPlan:
+    """Measure the engine's throughput (warm-up) and set ``cfg.rate`` to what it can serve
+    (unless --rate was given); say how long the canary's first step needs."""
+    thr = measure_throughput(
+        f"http://127.0.0.1:{cfg.engine_port}",
+        BASE_MODEL,
+        max_tokens=cfg.max_tokens,
+        concurrency=cfg.concurrency,
+    )
+    body = rollout_body(ROLLOUT_BAD, "candidate-bad", BAD_STEPS)
+    plan = plan_load(
+        thr,
+        requested_rps=cfg.rate_requested,
+        canary_share=1 - GOOD_LOAD_SHARE,
+        candidate_weight=BAD_STEPS[0] / 100,
+        min_samples=body["min_samples_per_step"],
+        min_step_s=body["min_step_duration_s"],
+    )
+    cfg.rate = plan.rate_rps
+    _step(
+        f"warm-up: the engine served {thr:.2f} req/s ({cfg.max_tokens} tokens, {cfg.concurrency} "
+        f"in flight) → offering {plan.rate_rps:.2f} req/s; the canary's first step needs "
+        f"~{plan.first_step_s:.0f} s for {body['min_samples_per_step']} candidate calls"
+    )
+    if not plan.fits(cfg.duration_s):
+        _step(
+            f"--duration {cfg.duration_s:g} s is shorter than that: the canary will likely not "
+            f"decide (give --duration {plan.first_step_s * 2:.0f} or more)"
+        )
+    return plan
+
+
 def upsert_rules(api: Api, rules: list[dict[str, Any]]) -> None:
     """Create each alert rule, or replace it (PUT) when one of that name exists (a rerun).
 
@@ -218,7 +268,8 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
     _step(prepare_data_dir(cfg.data_dir, reset=cfg.reset, fresh_store=True))
     log_dir = cfg.data_dir / "logs"
     log_dir.mkdir(exist_ok=True)
-    ensure_serving(cfg)
+    if cfg.engine == "vllm":
+        ensure_serving(cfg)
     procs = Processes(log_dir)
     alerts: list[dict[str, Any]] = []
 
@@ -252,23 +303,8 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
             env,
         )
         wait_http(f"{cfg.collector_url}/healthz", procs, 90, "the collector")
-        _step(
-            f"vLLM (CPU) on :{cfg.engine_port} with LoRA adapters candidate-good, candidate-bad "
-            "(start-up ~40 s)"
-        )
-        procs.start(
-            "vllm",
-            _cli(
-                "serving",
-                "up",
-                "--port",
-                str(cfg.engine_port),
-                "--otlp-endpoint",
-                f"http://127.0.0.1:{cfg.grpc_port}",
-            ),
-            env,
-        )
-        wait_http(f"http://127.0.0.1:{cfg.engine_port}/health", procs, 420, "vLLM")
+        start_engine(procs, cfg, env)
+        plan = fit_load(cfg)
         api = Api(cfg.collector_url)
         upsert_rules(api, ALERT_RULES)
         _step(
@@ -324,6 +360,11 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
                 click.echo(render(snap, time.time() - t0), nl=True)
                 last_line = time.monotonic()
             decided = snap["rollouts"].get(ROLLOUT_BAD, {}).get("status") not in (None, "running")
+            if cfg.headless and second_started and decided and snap["drift_flags"]:
+                others = [v["status"] for v in snap["rollouts"].values()]
+                if "running" not in others:
+                    _step("both rollouts decided and drift flagged: ending the traffic early")
+                    break
             if not second_started and (decided or time.monotonic() > started + GOOD_START_S):
                 body = rollout_body(ROLLOUT_GOOD, "candidate-good", GOOD_STEPS)
                 r = api.post("/api/v1/rollouts", body)
@@ -345,7 +386,15 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
         # alert waits group_wait (5 s) before it is sent; let what already happened land (the
         # load generators finish their last requests; stopping them would cancel answers)
         time.sleep(DRAIN_S)
-        return final_summary(api, alerts, time.time() - t0)
+        out = final_summary(api, alerts, time.time() - t0)
+        out["load_plan"] = {
+            "engine": cfg.engine,
+            "throughput_rps": round(plan.throughput_rps, 3),
+            "offered_rps": round(plan.rate_rps, 3),
+            "first_step_s": round(plan.first_step_s, 1),
+            "duration_s": cfg.duration_s,
+        }
+        return out
     finally:
         procs.stop()
         receiver.stop()

@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from driftline.demo.story import DemoConfig
 
 BASE_MODEL = "smollm2-135m-instruct"
+ROLLOUT_BAD = "support-assistant"
+ROLLOUT_GOOD = "support-assistant-v2"
+#: first canary steps (%) of the two rollouts (story.py has the full step lists)
+BAD_FIRST_PCT = 10.0
+GOOD_FIRST_PCT = 50.0
 
 
 def collector_env(cfg: DemoConfig, receivers_file: Path) -> dict[str, str]:
@@ -115,3 +120,27 @@ ALERT_RULES: list[dict[str, Any]] = [
         "grouping": {"group_wait_s": 5, "group_interval_s": 60, "repeat_interval_s": 3600},
     },
 ]
+
+
+def gateway_config(cfg: DemoConfig) -> Path:
+    path = cfg.data_dir / "gateway.yaml"
+    bad, good = BAD_FIRST_PCT / 100, GOOD_FIRST_PCT / 100
+    path.write_text(
+        "default_rollout: support-assistant\n"
+        "rollouts:\n"
+        f"  {ROLLOUT_BAD}:\n    variants:\n      {BASE_MODEL}: {1 - bad:g}\n"
+        f"      candidate-bad: {bad:g}\n"
+        f"  {ROLLOUT_GOOD}:\n    variants:\n      {BASE_MODEL}: {1 - good:g}\n"
+        f"      candidate-good: {good:g}\n"
+    )
+    return path
+
+
+def receivers_config(cfg: DemoConfig, url: str) -> Path:
+    path = cfg.data_dir / "receivers.toml"
+    path.write_text(
+        "[[receivers]]\n"
+        'name = "oncall"\ntenant = "default"\nkind = "alertmanager"\n'
+        f'url = "{url}"\nsecret = "{cfg.secret}"\n'
+    )
+    return path

@@ -255,6 +255,17 @@ def story_lines(summary: dict[str, Any]) -> list[str]:
     lines.append(
         drift_line(summary["drift_flags"], summary["drift_runs"], summary.get("drift_runs_tested"))
     )
+    plan = summary.get("load_plan")
+    bad = (summary["rollouts"].get(ROLLOUT_BAD) or {}).get("status")
+    if plan and bad in (None, "running", "paused"):
+        cap = plan.get("duration_s")
+        short = cap is not None and plan["first_step_s"] > cap
+        lines.append(
+            f"why no canary decision: the engine served {plan['throughput_rps']:g} req/s at "
+            f"warm-up, {plan['offered_rps']:g} req/s were offered, and the first step needs "
+            f"~{plan['first_step_s']:g} s for its minimum candidate calls"
+            + (f", more than --duration {cap:g} s" if short else "")
+        )
     lines.append(
         f"alerts: {summary['alerts']} webhook(s) received, {summary['alerts_valid']} with a valid "
         "Standard Webhooks signature"
