@@ -344,7 +344,7 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
             )
         total = cfg.duration_s or 3600.0
         _step(
-            f"traffic: ~{cfg.rate:g} req/s through the gateway, topic shift half-way "
+            f"traffic: ~{cfg.rate:.2f} req/s through the gateway, topic shift half-way "
             f"({MIX} → {SHIFT}), simulated feedback"
         )
         start_load(procs, cfg, "load-1", ROLLOUT_BAD, total, env, cfg.rate * (1 - GOOD_LOAD_SHARE))
