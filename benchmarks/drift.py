@@ -12,10 +12,11 @@ signal extraction, sampled language identification, 120 tests with BH, effect si
 histograms, and the stored run (embeddings and judge scores are not among the 12 signals).
 
 ``drift_speedup_vs_evidently``: Evidently (in its own venv ``.cache/bench-venv``, which this
-script creates on first use, run as a subprocess) computing its DataDriftPreset on the same
-per-call signal values, one report per segment, reference vs current — timed around ``Report.run`` only (its data is handed over
-already extracted, in pandas), divided by ``drift_run_s``. The two language columns are not
-given to Evidently (it has no language detector), so it computes 10 of the 12 columns.
+script creates on first use, run as a subprocess) computing its DataDriftPreset on the same per-
+call signal values, one report per segment, reference vs current — timed around ``Report.run``
+only (its data is handed over already extracted, in pandas), divided by ``drift_run_s``. The two
+language columns are not given to Evidently (it has no language detector), so it computes 10 of
+the 12 columns.
 
 Usage: ``.venv/bin/python benchmarks/drift.py [--calls 1000000] [--no-evidently]``.
 """
