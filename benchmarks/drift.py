@@ -11,11 +11,12 @@ one refuses more.
 signal extraction, sampled language identification, 120 tests with BH, effect sizes,
 histograms, and the stored run (embeddings and judge scores are not among the 12 signals).
 
-``drift_speedup_vs_evidently``: Evidently (installed only in ``.cache/bench-venv``, run as a
-subprocess) computing its DataDriftPreset on the same per-call signal values, one report per
-segment, reference vs current — timed around ``Report.run`` only (its data is handed over
-already extracted, in pandas), divided by ``drift_run_s``. The two language columns are not
-given to Evidently (it has no language detector), so it computes 10 of the 12 columns.
+``drift_speedup_vs_evidently``: Evidently (in its own venv ``.cache/bench-venv``, which this
+script creates on first use, run as a subprocess) computing its DataDriftPreset on the same per-
+call signal values, one report per segment, reference vs current — timed around ``Report.run``
+only (its data is handed over already extracted, in pandas), divided by ``drift_run_s``. The two
+language columns are not given to Evidently (it has no language detector), so it computes 10 of
+the 12 columns.
 
 Usage: ``.venv/bin/python benchmarks/drift.py [--calls 1000000] [--no-evidently]``.
 """
@@ -183,6 +184,36 @@ print(f"EVIDENTLY_S {time.perf_counter() - t0:.3f}")
 """
 
 
+#: what the Evidently side needs (its own venv: Evidently pins versions driftline does not use)
+EVIDENTLY_REQUIREMENTS = ("evidently", "pandas<3", "pyarrow")
+
+
+def evidently_python(venv: Path = VENV) -> Path:
+    """The interpreter of Evidently's own venv under ``.cache/``, created and installed on
+    first use (PyPI; about a minute once), then reused. A venv left half-built by an
+    interrupted install is rebuilt (the stamp file is written last).
+
+    Raises:
+        SystemExit: the venv could not be created or the install failed (pip's last lines).
+    """
+    py = venv / "bin" / "python"
+    stamp = venv / ".installed"
+    if py.exists() and stamp.exists():
+        return py
+    print(f"creating Evidently's venv in {venv} (first run only: ~1 min, PyPI)", flush=True)
+    steps = [
+        [sys.executable, "-m", "venv", "--clear", str(venv)],
+        [str(py), "-m", "pip", "install", "-q", *EVIDENTLY_REQUIREMENTS],
+    ]
+    for argv in steps:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            print(proc.stdout[-2000:], proc.stderr[-2000:])
+            raise SystemExit(f"could not build Evidently's venv: {' '.join(argv[:4])} failed")
+    stamp.write_text(" ".join(EVIDENTLY_REQUIREMENTS) + "\n")
+    return py
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=1_000_000)
@@ -214,11 +245,7 @@ def main() -> None:
     print(f"RESULT drift_run_s={run_s:.3f} s")
     if args.no_evidently:
         return
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        print("evidently venv missing: python -m venv .cache/bench-venv && "
-              ".cache/bench-venv/bin/pip install evidently 'pandas<3' pyarrow")  # fmt: skip
-        return
+    py = evidently_python()
     parquet = CACHE / f"signals-{args.calls}.parquet"
     if not parquet.exists():
         export_for_evidently(url, parquet)

@@ -23,7 +23,8 @@ def line(
     """A time series line chart (``x`` a UTC datetime column), one line per ``color``."""
     enc: dict[str, object] = {
         "x": alt.X(f"{x}:T", axis=TIME_AXIS),
-        "y": alt.Y(f"{y}:Q", title=y_title, axis=alt.Axis(format=y_format) if y_format else None),
+        # axis=None would drop the y-axis (ticks and title): keep one, formatted when asked
+        "y": alt.Y(f"{y}:Q", title=y_title, axis=alt.Axis(format=y_format or alt.Undefined)),
         "tooltip": [alt.Tooltip(f"{x}:T", format="%H:%M"), alt.Tooltip(f"{y}:Q", format=".4g")],
     }
     if color:

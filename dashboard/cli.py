@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +35,14 @@ def streamlit_argv(host: str, port: int) -> list[str]:
         "none",
         "--theme.base",
         "light",
+        # users see the app, not Streamlit's developer menu (no "Deploy", no rerun settings)
+        "--client.toolbarMode",
+        "viewer",
     ]
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 @click.command("dashboard")
@@ -60,6 +68,9 @@ def dashboard(
         f"driftline dashboard: http://{settings.dashboard_host}:{settings.dashboard_port} "
         f"({mode}), store {settings.database_url}"
     )
+    # SIGTERM (kill, systemd, a supervisor) stops the Streamlit child too, like Ctrl-C does:
+    # it must not outlive us holding the port
+    signal.signal(signal.SIGTERM, _terminate)
     proc = subprocess.Popen(
         streamlit_argv(settings.dashboard_host, settings.dashboard_port), env=env
     )
@@ -67,6 +78,11 @@ def dashboard(
         rc = proc.wait()
     except KeyboardInterrupt:
         proc.terminate()
-        rc = proc.wait(20)
+        try:
+            rc = proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait(5)
+        rc = 0
     if rc:
         raise SystemExit(rc)

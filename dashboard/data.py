@@ -48,6 +48,12 @@ def tenants(database_url: str) -> list[str]:
     return queries.tenant_names(engine(database_url))
 
 
+@st.cache_data(ttl=60, show_spinner=False)
+def oldest_recent_call_ns(database_url: str, tenant: str, since_ns: int) -> int | None:
+    """Start (unix ns) of the tenant's oldest call since ``since_ns``; None without."""
+    return queries.oldest_recent_call_ns(engine(database_url), tenant, since_ns)
+
+
 def _flags(v: Any) -> list[str]:
     if v is None:
         return []
@@ -96,7 +102,9 @@ def traffic(
     df = calls(database_url, tenant, since_ns, until_ns, filters)
     window_s = (until_ns - since_ns) / 1e9
     bucket = stats.bucket_size_s(window_s, max_buckets=60)
-    return stats.summarize(df, window_s), stats.traffic_over_time(df, bucket)
+    return stats.summarize(df, stats.observed_span_s(df, since_ns, until_ns)), (
+        stats.traffic_over_time(df, bucket)
+    )
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

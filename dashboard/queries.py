@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, and_, desc, select
+from sqlalchemy import Engine, and_, desc, func, select
 
 from collector.store.models import LLMCall, Tenant
 from collector.store.models.api import EngineSample, Feedback
@@ -57,6 +57,18 @@ def tenant_names(engine: Engine) -> list[str]:
     """Names of every tenant, sorted."""
     with engine.connect() as conn:
         return [r[0] for r in conn.execute(select(Tenant.name).order_by(Tenant.name))]
+
+
+def oldest_recent_call_ns(engine: Engine, tenant: str, since_ns: int) -> int | None:
+    """Start (unix ns) of the tenant's oldest call at or after ``since_ns``; None without."""
+    t = LLMCall.__table__
+    with engine.connect() as conn:
+        value = conn.execute(
+            select(func.min(t.c.start_unix_nano)).where(
+                t.c.tenant == tenant, t.c.start_unix_nano >= since_ns
+            )
+        ).scalar_one()
+    return int(value) if value is not None else None
 
 
 def calls_frame(

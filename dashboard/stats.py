@@ -172,6 +172,16 @@ def _opt(x: float) -> float | None:
     return None if x is None or math.isnan(x) else float(x)
 
 
+def observed_span_s(df: pd.DataFrame, since_ns: int, until_ns: int, floor_s: float = 1.0) -> float:
+    """Seconds over which the selection's calls were observed: from its first call's start (not
+    the range's start: a 5-minute demo in a 24 h range is 5 minutes of traffic) to the end of
+    the range, at least ``floor_s``; the whole range without calls."""
+    if df.empty or "start_unix_nano" not in df:
+        return (until_ns - since_ns) / 1e9
+    first = max(int(df["start_unix_nano"].min()), since_ns)
+    return max((until_ns - first) / 1e9, floor_s)
+
+
 def summarize(df: pd.DataFrame, window_s: float) -> TrafficSummary:
     """Headline numbers of the calls in ``df`` over a window of ``window_s`` seconds.
 

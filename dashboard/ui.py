@@ -8,10 +8,13 @@ tenant is visible and every action allowed.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from collector.auth import AuthError, KeyStore, Principal
@@ -29,6 +32,17 @@ TIME_RANGES: dict[str, int] = {
     "Last 30 days": 30 * 86400,
 }
 DEFAULT_RANGE = "Last 24 hours"
+
+
+def fitting_range(span_s: float | None) -> str:
+    """The shortest range that holds ``span_s`` seconds of data (the calls of the last 30
+    days); :data:`DEFAULT_RANGE` without data. A 5-minute demo opens on "Last 15 minutes"."""
+    if span_s is None:
+        return DEFAULT_RANGE
+    for label, seconds in TIME_RANGES.items():
+        if span_s <= seconds:
+            return label
+    return list(TIME_RANGES)[-1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,12 +119,23 @@ def page_context(title: str, caption: str | None = None) -> PageContext:
         choices = (principal.tenant,)
     with st.sidebar:
         tenant = st.selectbox("Tenant", choices, key="flt_tenant")
+        if "range_choice" not in st.session_state:
+            # the first page a session opens picks the range that fits the tenant's data;
+            # the choice then follows the user across pages (a widget's own state does not)
+            now = now_ns()
+            oldest = data.oldest_recent_call_ns(
+                s.database_url, str(tenant), now - TIME_RANGES["Last 30 days"] * 1_000_000_000
+            )
+            st.session_state["range_choice"] = fitting_range(
+                (now - oldest) / 1e9 if oldest is not None else None
+            )
         label = st.selectbox(
             "Time range",
             list(TIME_RANGES),
-            index=list(TIME_RANGES).index(DEFAULT_RANGE),
+            index=list(TIME_RANGES).index(st.session_state["range_choice"]),
             key="flt_range",
         )
+        st.session_state["range_choice"] = label
         if st.button("Refresh data", key="flt_refresh"):
             st.cache_data.clear()
         who = "dev mode (no login)" if s.dashboard_dev else f"{principal.role} key"
@@ -157,3 +182,48 @@ def fmt(value: float | None, unit: str, digits: int = 3) -> str:
     if unit == "ms":
         return f"{value * 1000:,.0f} ms" if abs(value) < 1 else f"{value:,.3g} s"
     return f"{value:,.{digits}g} {unit}".strip()
+
+
+def _printf(fmt: str | None, value: object) -> str:
+    if isinstance(value, pd.Timestamp | dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if fmt and isinstance(value, int | float):
+        try:
+            return fmt % value
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def readable(
+    df: pd.DataFrame, column_config: dict[str, Any] | None = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """``df`` with every unknown cell (None, NaN, NaT, <NA>) shown as "–" instead of Python's
+    ``None``/``nan``: a column with a missing value becomes text, formatted like its
+    ``column_config`` number format said (printf style), keeping the column's label."""
+    cfg: dict[str, Any] = dict(column_config or {})
+    out = df.copy()
+    for col in out.columns:
+        s = out[col]
+        try:
+            missing = s.isna()
+        except (TypeError, ValueError):
+            continue
+        if not bool(missing.any()):
+            continue
+        c = cfg.get(col)
+        c = dict(c) if isinstance(c, dict) else {}
+        fmt = (c.get("type_config") or {}).get("format")
+        out[col] = ["–" if miss else _printf(fmt, v) for v, miss in zip(s, missing, strict=True)]
+        cfg[col] = st.column_config.TextColumn(
+            c.get("label") or str(col), help=c.get("help"), width=c.get("width")
+        )
+    return out, cfg
+
+
+def table(df: pd.DataFrame, column_config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    """``st.dataframe`` of :func:`readable` ``df`` (unknown values as "–")."""
+    shown, cfg = readable(df, column_config)
+    return st.dataframe(shown, column_config=cfg or None, **kwargs)

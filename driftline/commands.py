@@ -32,10 +32,16 @@ def collector(
     import uvicorn
 
     from driftline.app import create_app
+    from driftline.preflight import check_database, check_ports
 
     settings = load_settings(
         host=host, http_port=http_port, grpc_port=grpc_port, database_url=database_url, dev=dev
     )
+    ports = {"OTLP/HTTP + API": (settings.http_port, "--port / DRIFTLINE_HTTP_PORT")}
+    if settings.grpc_enabled:
+        ports["OTLP/gRPC"] = (settings.grpc_port, "--grpc-port / DRIFTLINE_GRPC_PORT")
+    check_ports(settings.host, ports)
+    check_database(settings.database_url)
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -15,6 +15,7 @@ from typing import Any
 from collector.scheduler import Job, JobContext
 from judges.cli import build_client
 from judges.drift_check import check_judge_drift
+from judges.queue_health import register_queue_health
 from judges.settings import JudgeSettings, load_judge_settings
 from judges.worker import run_once
 
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 def judge_round(settings: JudgeSettings, ctx: JobContext) -> None:
     """One judge round on the collector's engine (runs in a scheduler thread)."""
+    register_queue_health(ctx.registry, ctx.engine)  # the queue on /metrics (once)
 
     async def _round() -> None:
         client = build_client(settings)

@@ -55,6 +55,14 @@ class JudgeSettings(BaseSettings):
     concurrency: int = Field(default=4, ge=1, le=256, description="Judge requests in flight.")
     batch_size: int = Field(default=64, ge=1, description="Samples claimed per round.")
     lease_s: float = Field(default=300.0, gt=0, description="A claim expires after this long.")
+    sample_timeout_s: float = Field(
+        default=240.0,
+        gt=0,
+        description=(
+            "Most seconds one sample may take, all retries included (< lease_s); a sample whose "
+            "lease would run out before its turn goes back to the queue unjudged."
+        ),
+    )
     max_attempts: int = Field(
         default=3, ge=1, description="Tries per sample on unavailable judges."
     )
@@ -109,6 +117,11 @@ class JudgeSettings(BaseSettings):
             raise ValueError("set both DRIFTLINE_JUDGE_INPUT_/OUTPUT_USD_PER_MTOK or neither")
         if not self.rubrics:
             raise ValueError("DRIFTLINE_JUDGE_RUBRICS must name at least one rubric")
+        if self.sample_timeout_s >= self.lease_s:
+            raise ValueError(
+                f"DRIFTLINE_JUDGE_SAMPLE_TIMEOUT_S ({self.sample_timeout_s:g} s) must be below "
+                f"DRIFTLINE_JUDGE_LEASE_S ({self.lease_s:g} s): a sample must finish in its lease"
+            )
         return self
 
     def sampling_policy(self) -> SamplingPolicy:

@@ -1,9 +1,14 @@
 """The judge worker: select new samples, claim them, judge them concurrently, store the results.
 
 ``run_once`` does one full round (selection, then claims until no pending sample is left or the
-daily USD budget is spent); ``run_forever`` repeats it every ``interval_s``. The worker receives
-its ``openai.AsyncOpenAI`` client from the entry point (STYLE.md, "Judges"). Database calls are
-synchronous SQLAlchemy and run in threads so judge requests keep flowing meanwhile.
+daily USD budget is spent); ``run_forever`` repeats it every ``interval_s``. One sample takes at
+most ``sample_timeout_s`` (all retries included) and never outlives its lease: a sample whose
+lease would run out before its turn comes goes back to the queue unjudged (``pending``), one
+that times out is recorded as an ``unavailable`` failure (retried up to ``max_attempts``). A
+crashed worker's claims return to the queue when their lease expires (``claim_samples``).
+The worker receives its ``openai.AsyncOpenAI`` client from the entry point (STYLE.md,
+"Judges"). Database calls are synchronous SQLAlchemy and run in threads so judge requests keep
+flowing meanwhile.
 """
 
 from __future__ import annotations
@@ -14,17 +19,18 @@ import datetime as dt
 import logging
 import os
 import socket
+import time
 from dataclasses import dataclass
 
 import openai
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, update
 
-from collector.store.models.judges import JudgeResultRow
+from collector.store.models.judges import JudgeResultRow, JudgeSample
 from judges.claims import ClaimedSample, claim_samples, record_failure, record_result
-from judges.errors import JudgeError
+from judges.errors import JudgeError, JudgeUnavailableError
 from judges.pairwise_worker import judge_rollout_pairs
 from judges.rubrics import Rubric, builtin_rubric
-from judges.runner import judge_call
+from judges.runner import JudgeResult, judge_call
 from judges.selection import select_new_samples, utc_day_start
 from judges.settings import JudgeSettings
 from judges.transport import RetryPolicy
@@ -62,6 +68,27 @@ def spent_today_usd(engine: Engine, now: dt.datetime) -> float:
     return float(total or 0.0)
 
 
+#: seconds of a lease kept free after the judge call, to store its result
+STORE_MARGIN_S = 5.0
+
+
+def release_claim(engine: Engine, sample_id: int, worker_id: str) -> bool:
+    """Put a sample this worker holds back to ``pending`` (no attempt recorded); False when
+    the claim was no longer ours."""
+    with engine.begin() as conn:
+        done = conn.execute(
+            update(JudgeSample)
+            .where(JudgeSample.id == sample_id, JudgeSample.lease_owner == worker_id)
+            .values(
+                status="pending",
+                lease_owner=None,
+                lease_expires_at=None,
+                updated_at=dt.datetime.now(dt.UTC),
+            )
+        ).rowcount
+    return bool(done)
+
+
 async def _judge_one(
     client: openai.AsyncOpenAI,
     engine: Engine,
@@ -71,37 +98,74 @@ async def _judge_one(
     model: str,
     worker_id: str,
     gate: asyncio.Semaphore,
+    lease_ends: float,
 ) -> str:
+    """Judge one claimed sample; ``lease_ends`` is the claim's end on ``time.monotonic()``."""
     async with gate:
+        budget_s = min(settings.sample_timeout_s, lease_ends - STORE_MARGIN_S - time.monotonic())
+        if budget_s <= 0:
+            # its lease would expire mid-call: back to the queue for the next round
+            released = await asyncio.to_thread(release_claim, engine, sample.id, worker_id)
+            return "pending" if released else "lost"
         try:
-            result = await judge_call(
-                client,
-                model=model,
-                rubric=rubric,
-                prompt=sample.input_text,
-                answer=sample.output_text,
-                price=settings.price(),
-                max_tokens=settings.max_tokens,
-                retry=RetryPolicy(timeout_s=settings.timeout_s),
-                reasoning_max_chars=settings.reasoning_max_chars,
+            call = _call(client, sample, rubric, settings, model)
+            result = await asyncio.wait_for(call, budget_s)
+        except TimeoutError:
+            exc: JudgeError = JudgeUnavailableError(
+                f"judging sample {sample.id} took over {budget_s:.0f} s "
+                "(DRIFTLINE_JUDGE_SAMPLE_TIMEOUT_S, or the rest of its lease)"
             )
+            log.warning("%s", exc)
+            return await _failed(engine, sample, exc, rubric, settings, model, worker_id)
         except JudgeError as exc:
             log.warning("judging sample %s failed: %s", sample.id, exc)
-            return await asyncio.to_thread(
-                record_failure,
-                engine,
-                sample,
-                exc,
-                rubric_version=rubric.version,
-                rubric_fingerprint=rubric.fingerprint,
-                judge_model=model,
-                max_attempts=settings.max_attempts,
-                worker_id=worker_id,
-            )
+            return await _failed(engine, sample, exc, rubric, settings, model, worker_id)
     stored = await asyncio.to_thread(
         record_result, engine, sample, result, settings, worker_id=worker_id
     )
     return "done" if stored else "lost"
+
+
+async def _failed(
+    engine: Engine,
+    sample: ClaimedSample,
+    exc: JudgeError,
+    rubric: Rubric,
+    settings: JudgeSettings,
+    model: str,
+    worker_id: str,
+) -> str:
+    return await asyncio.to_thread(
+        record_failure,
+        engine,
+        sample,
+        exc,
+        rubric_version=rubric.version,
+        rubric_fingerprint=rubric.fingerprint,
+        judge_model=model,
+        max_attempts=settings.max_attempts,
+        worker_id=worker_id,
+    )
+
+
+async def _call(
+    client: openai.AsyncOpenAI,
+    sample: ClaimedSample,
+    rubric: Rubric,
+    settings: JudgeSettings,
+    model: str,
+) -> JudgeResult:
+    return await judge_call(
+        client,
+        model=model,
+        rubric=rubric,
+        prompt=sample.input_text,
+        answer=sample.output_text,
+        price=settings.price(),
+        max_tokens=settings.max_tokens,
+        retry=RetryPolicy(timeout_s=settings.timeout_s),
+        reasoning_max_chars=settings.reasoning_max_chars,
+    )
 
 
 async def judge_pending(
@@ -125,6 +189,7 @@ async def judge_pending(
             spent = await asyncio.to_thread(spent_today_usd, engine, now)
             if spent >= settings.daily_max_usd:
                 return claimed, done, failed, requeued, True
+        claimed_at = time.monotonic()
         batch = await asyncio.to_thread(
             claim_samples,
             engine,
@@ -143,7 +208,15 @@ async def judge_pending(
                 rubrics[sample.rubric] = builtin_rubric(sample.rubric)
             tasks.append(
                 _judge_one(
-                    client, engine, sample, rubrics[sample.rubric], settings, model, worker_id, gate
+                    client,
+                    engine,
+                    sample,
+                    rubrics[sample.rubric],
+                    settings,
+                    model,
+                    worker_id,
+                    gate,
+                    claimed_at + settings.lease_s,
                 )
             )
         for status in await asyncio.gather(*tasks):

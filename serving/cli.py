@@ -103,6 +103,7 @@ def up_cmd(
     no_lora: bool,
 ) -> None:
     """Launch vLLM (CPU build without a GPU) with tracing, LoRA adapters and prefix caching."""
+    from serving.cpu import engine_dtype
     from serving.engine import EngineProcess
     from serving.install import has_gpu
     from serving.launch import build_launch, default_model_dir
@@ -125,12 +126,15 @@ def up_cmd(
         gpu = has_gpu() if settings.device == "auto" else settings.device == "gpu"
         if no_lora:
             settings = settings.model_copy(update={"enable_lora": False})
+        explicit = settings.dtype if "dtype" in settings.model_fields_set else None
+        dtype, why = engine_dtype(explicit, settings.dtype, gpu=gpu)  # serving/cpu.py
+        settings = settings.model_copy(update={"dtype": dtype})
         spec = build_launch(settings, gpu=gpu)
     except (ServingError, ServingConfigError, ValueError) as exc:
         _die(exc)
         return
     log = settings.state_dir / "logs" / "vllm.log"
-    click.echo(f"starting vLLM ({spec.device}); log: {log}")
+    click.echo(f"starting vLLM ({spec.device}, dtype {dtype}: {why}); log: {log}")
     engine = EngineProcess(spec, log_path=log)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # stop in `finally`, not in the handler
     engine.start()

@@ -8,6 +8,7 @@ elsewhere.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -30,6 +31,39 @@ SHARED = REPO.parent / "shared"
 CASES = SHARED / "cases"
 PRICE_FIXTURE = CASES / "00_price_table.json"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+#: the serving tier's venv (``make serving``): the ``vllm``-marked tests need it
+VLLM_VENV_PY = REPO / ".driftline" / "vllm-venv" / "bin" / "python"
+
+
+def missing_requirement(marker: str) -> str | None:
+    """Why a ``browser`` or ``vllm``-marked test cannot run here, with the command that
+    enables it; None when it can."""
+    if marker == "browser":
+        browser = shutil.which("chromium") or shutil.which("chromium-browser")
+        if not (browser and shutil.which("chromedriver")):
+            return (
+                "Chromium/ChromeDriver not installed: `sudo apt-get install chromium "
+                "chromium-driver` (or `make test` as root installs them)"
+            )
+    if marker == "vllm" and not VLLM_VENV_PY.exists():
+        return "vLLM CPU venv not built: run `make serving` (~4 min, ~6 GB once)"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip ``browser``/``vllm`` tests whose requirement is absent, saying why and how to
+    enable them; under CI (``CI`` set) a missing requirement fails the test instead."""
+    for marker in ("browser", "vllm"):
+        if item.get_closest_marker(marker) is None:
+            continue
+        reason = missing_requirement(marker)
+        if reason is None:
+            continue
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but {reason}", pytrace=False)
+        pytest.skip(reason)
 
 
 def pg_admin_url() -> str:

@@ -7,7 +7,6 @@ are the things that must exist after four minutes of traffic).
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -18,16 +17,10 @@ import pytest
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-VENV_PY = REPO / ".driftline" / "vllm-venv" / "bin" / "python"
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not VENV_PY.exists() and not os.environ.get("CI"),
-        reason="serving venv absent (run `make serving`); required when CI is set",
-    ),
-]
+#: skipped (with the reason) when `make serving` has not run; failed instead when CI is set
+#: (tests/conftest.py, ``pytest_runtest_setup``)
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
 def test_demo_headless_on_real_vllm(tmp_path: Path) -> None:

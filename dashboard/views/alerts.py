@@ -24,24 +24,26 @@ st.subheader("Firing")
 if firing.empty:
     st.success("Nothing is firing.")
 else:
-    st.dataframe(firing, hide_index=True, column_config=cfg)
+    ui.table(firing, hide_index=True, column_config=cfg)
 st.subheader("History")
 history = alerts[alerts["status"] != "firing"]
-if history.empty:
+if history.empty and not firing.empty:
+    st.caption("No pending or resolved alert yet (the firing ones are above).")
+elif history.empty:
     ui.no_data("alert history", "No rule has fired for this tenant.")
 else:
-    st.dataframe(history, hide_index=True, column_config=cfg)
+    ui.table(history, hide_index=True, column_config=cfg)
 st.subheader("Silences in effect")
 sil = data.silences(ctx.database_url, ctx.tenant, float(int(time.time()) // 10 * 10))
 if sil.empty:
     st.caption("No silence in effect.")
 else:
-    st.dataframe(sil, hide_index=True)
+    ui.table(sil, hide_index=True)
 st.subheader("Receivers' delivery status")
 out = data.deliveries(ctx.database_url, ctx.tenant)
 if out.empty:
     ui.no_data("notifications", "No notification has been sent to a receiver.")
 else:
     summary = out.groupby(["receiver", "status"]).size().unstack(fill_value=0).reset_index()
-    st.dataframe(summary, hide_index=True)
-    st.dataframe(out, hide_index=True)
+    ui.table(summary, hide_index=True)
+    ui.table(out, hide_index=True)

@@ -50,7 +50,7 @@ view = df[
 ].assign(ttft_ms=lambda d: d["ttft_s"] * 1000, e2e_ms=lambda d: d["e2e_s"] * 1000)
 view = view.drop(columns=["ttft_s", "e2e_s"])
 st.caption(f"{len(df)} calls shown")
-event = st.dataframe(
+event = ui.table(
     view,
     hide_index=True,
     on_select="rerun",
@@ -93,7 +93,7 @@ with tabs[0]:
         st.caption("No stored span.")
     else:
         spans["duration_ms"] = (spans["end_unix_nano"] - spans["start_unix_nano"]) / 1e6
-        st.dataframe(
+        ui.table(
             spans[
                 [
                     "name",
@@ -109,14 +109,14 @@ with tabs[0]:
         )
 with tabs[1]:
     if call["feedback"]:
-        st.dataframe(pd.DataFrame(call["feedback"]), hide_index=True)
+        ui.table(pd.DataFrame(call["feedback"]), hide_index=True)
     else:
         st.caption("No feedback on this call.")
 with tabs[2]:
     if call["judge_results"] is None:
         ui.no_data("judge results", "The judges subsystem is not installed in this store.")
     elif call["judge_results"]:
-        st.dataframe(pd.DataFrame(call["judge_results"]), hide_index=True)
+        ui.table(pd.DataFrame(call["judge_results"]), hide_index=True)
     else:
         st.caption("This call was not judged.")
 with tabs[3]:

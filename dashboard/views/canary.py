@@ -15,7 +15,7 @@ if roll is None:
 if roll.empty:
     ui.no_data("rollouts", "Create one with `driftline canary create`.")
     st.stop()
-st.dataframe(
+ui.table(
     roll[
         [
             "name",
@@ -95,11 +95,11 @@ else:
         f"the tolerated harm ({null:g}); c = 1 + margin for a relative margin, else 1. "
         "Band above the line: worse than tolerated (rollback)."
     )
-    st.dataframe(cs[cs["time"] == cs["time"].max()], hide_index=True)
+    ui.table(cs[cs["time"] == cs["time"].max()], hide_index=True)
 
 st.subheader("Audit log")
 audit = data_quality.rollout_decisions(ctx.database_url, ctx.tenant, name)
-st.dataframe(audit, hide_index=True)
+ui.table(audit, hide_index=True)
 
 st.subheader("Manual override")
 if not ctx.allows("admin"):

@@ -49,7 +49,7 @@ with right:
                 trend, x="bucket", y="usd_per_1k_tokens", y_title="USD / 1k tokens", color="group"
             )
         )
-st.dataframe(
+ui.table(
     table,
     hide_index=True,
     column_config={

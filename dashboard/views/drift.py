@@ -37,7 +37,7 @@ c[3].metric("Current calls", run["n_current_calls"] or "–")
 
 def _when(ns: object) -> str:
     return (
-        "?"
+        "–"
         if ns is None
         else pd.Timestamp(int(str(ns)), unit="ns", tz="UTC").strftime("%m-%d %H:%M")
     )
@@ -63,7 +63,7 @@ segments = (
 )
 names = flagged.groupby("segment")["signal"].agg(", ".join)
 segments["drifted_signals"] = segments["segment"].map(names).fillna("–")
-st.dataframe(segments, hide_index=True)
+ui.table(segments, hide_index=True)
 
 st.subheader("Signals (flagged first)")
 if flagged.empty:
@@ -73,49 +73,63 @@ else:
         "Drifted: " + "; ".join(f"**{r.signal}** in {r.segment}" for r in flagged.itertuples()),
         icon=":material/warning:",
     )
-st.dataframe(
-    results[
+untested = results["verdict"] == "insufficient data"
+
+
+def _shown(column: str, fmt: str) -> pd.Series:
+    """``column`` formatted; "–" when unknown and for untested signals (a statistic computed
+    on too few samples is not evidence, so none is shown)."""
+    return pd.Series(
         [
-            "verdict",
-            "signal",
-            "segment",
-            "method",
-            "effect_size",
-            "effect_kind",
-            "pvalue",
-            "adjusted_pvalue",
-            "n_reference",
-            "n_current",
-        ]
-    ],
+            "–" if bad or pd.isna(v) else format(float(v), fmt)
+            for v, bad in zip(results[column], untested, strict=True)
+        ],
+        index=results.index,
+    )
+
+
+ui.table(
+    pd.DataFrame(
+        {
+            "verdict": results["verdict"],
+            "signal": results["signal"],
+            "segment": results["segment"],
+            "method": results["method"].where(~untested, "–").fillna("–"),
+            "effect size": _shown("effect_size", ".3f"),
+            "effect kind": results["effect_kind"].where(~untested, "–").fillna("–"),
+            "p-value": _shown("pvalue", ".2e"),
+            "BH-adjusted p": _shown("adjusted_pvalue", ".2e"),
+            "n reference": results["n_reference"].astype("string").fillna("–"),
+            "n current": results["n_current"].astype("string").fillna("–"),
+        }
+    ),
     hide_index=True,
-    column_config={
-        "effect_size": st.column_config.NumberColumn("effect size", format="%.3f"),
-        "pvalue": st.column_config.NumberColumn("p-value", format="%.2e"),
-        "adjusted_pvalue": st.column_config.NumberColumn("BH-adjusted p", format="%.2e"),
-    },
 )
 sized = results.dropna(subset=["effect_size"])
 sized = sized[sized["verdict"] != "insufficient data"]
 if not sized.empty:
     st.markdown("**Effect sizes of the tested signals**")
-    charts.show(
-        alt.Chart(sized.assign(name=sized["signal"] + " · " + sized["segment"]))
-        .mark_bar()
-        .encode(
-            x=alt.X("effect_size:Q", title="effect size (see effect kind)"),
-            y=alt.Y("name:N", sort="-x", title=None),
-            color=alt.Color(
-                "verdict:N", scale=alt.Scale(domain=["DRIFTED", "ok"], range=["#d62728", "#9ecae1"])
-            ),
-            tooltip=[
-                "signal",
-                "segment",
-                "effect_kind",
-                alt.Tooltip("effect_size:Q", format=".3f"),
-            ],
+    st.caption("One panel per effect kind, each on its own axis (kinds are not comparable).")
+    for kind, part in sized.groupby(sized["effect_kind"].fillna("unknown kind"), sort=True):
+        charts.show(
+            alt.Chart(part.assign(name=part["signal"] + " · " + part["segment"]))
+            .mark_bar()
+            .encode(
+                x=alt.X("effect_size:Q", title=f"effect size: {kind}"),
+                y=alt.Y("name:N", sort="-x", title="signal · segment"),
+                color=alt.Color(
+                    "verdict:N",
+                    scale=alt.Scale(domain=["DRIFTED", "ok"], range=["#d62728", "#9ecae1"]),
+                ),
+                tooltip=[
+                    "verdict",
+                    "signal",
+                    "segment",
+                    alt.Tooltip("effect_size:Q", format=".3f"),
+                ],
+            )
+            .properties(height=max(80, 24 * len(part)))
         )
-    )
 
 st.subheader("Reference vs current")
 options = {f"{r.verdict} · {r.signal} · {r.segment}": r for r in results.itertuples()}
@@ -136,7 +150,7 @@ else:
         .mark_bar(opacity=0.85)
         .encode(
             x=alt.X("bin:N", sort=None, title=f"{chosen.signal} (bin)"),
-            y=alt.Y("share:Q", title="share of window", axis=alt.Axis(format="%")),
+            y=alt.Y("share:Q", title="share of window (%)", axis=alt.Axis(format="%")),
             color=alt.Color("window:N", sort=["reference", "current"]),
             xOffset=alt.XOffset("window:N", sort=["reference", "current"]),
             tooltip=["window", "bin", alt.Tooltip("share:Q", format=".1%")],

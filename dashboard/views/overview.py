@@ -27,7 +27,10 @@ row1[0].metric(
     "Requests / s",
     ui.fmt(summary.requests_per_s, ""),
     chart_data=spark("requests_per_s"),
-    help=f"{summary.calls} calls in the {ctx.range_label}",
+    help=(
+        f"{summary.calls} calls in the {ctx.range_label}, per second of the span they were "
+        "observed over (first call to now)"
+    ),
     border=True,
 )
 row1[1].metric(
@@ -69,11 +72,17 @@ firing = alerts[alerts["status"] == "firing"]
 running = rollouts(ctx.database_url, ctx.tenant)
 running = running[running["status"] == "running"] if running is not None else None
 row3 = st.columns(3)
+# the same total as the Cost page (priced + GPU-amortised) over the UTC day
+cost_today, _ = data.cost(ctx.database_url, (ctx.tenant,), today_ns, ctx.until_ns, ("model",))
+total_today = cost_today["total_usd"].sum(min_count=1) if not cost_today.empty else None
 row3[0].metric(
-    "Cost today (priced, UTC day)",
-    ui.fmt(today_summary.cost_usd, "USD", 4),
+    "Cost today (priced + GPU, UTC day)",
+    ui.fmt(total_today, "USD", 4),
     chart_data=[float(v) for v in today_series["cost_usd"].fillna(0).cumsum()],
-    help=f"{today_summary.unpriced_calls} unpriced calls today (no list price)",
+    help=(
+        f"as on the Cost page for today; {today_summary.unpriced_calls} calls today have no "
+        "list price"
+    ),
     border=True,
 )
 row3[1].metric(
@@ -94,10 +103,10 @@ row3[2].metric(
 )
 if len(firing):
     st.subheader("Firing alerts")
-    st.dataframe(firing[["rule", "labels", "summary", "value", "fired_at"]], hide_index=True)
+    ui.table(firing[["rule", "labels", "summary", "value", "fired_at"]], hide_index=True)
 if running is not None and len(running):
     st.subheader("Running rollouts")
-    st.dataframe(
+    ui.table(
         running[["name", "baseline", "candidate", "step", "candidate_weight_pct", "last_action"]],
         hide_index=True,
         column_config={"candidate_weight_pct": st.column_config.NumberColumn("candidate %")},

@@ -51,7 +51,7 @@ else:
             "**PPI++ estimate of the mean human score per variant (90 % interval)** — judge "
             "scores of every judged call, rectified by the human labels of the audit sample"
         )
-        st.dataframe(
+        ui.table(
             est.rename(columns={"group": "variant"}),
             hide_index=True,
             column_config={
@@ -129,4 +129,4 @@ else:
             tooltip=["variant", "kind", alt.Tooltip("rate:Q", format=".2f")],
         )
     )
-    st.dataframe(rates, hide_index=True)
+    ui.table(rates, hide_index=True)

@@ -33,7 +33,7 @@ if last:
     st.success(last["message"], icon=":material/check_circle:")
     if last.get("judge"):
         st.markdown("**Judge verdict on the sample you just labelled**")
-        st.dataframe(pd.DataFrame(last["judge"]), hide_index=True)
+        ui.table(pd.DataFrame(last["judge"]), hide_index=True)
 
 maybe_task = data_quality.next_review(ctx.database_url, ctx.tenant, reviewer)
 if maybe_task is None:

@@ -22,6 +22,7 @@ import click
 import httpx
 import numpy as np
 
+from driftline.demo.datadir import prepare_data_dir
 from driftline.demo.processes import Processes, port_free, wait_http
 from driftline.demo.replay import DEMO_SERVICE, replay
 
@@ -56,11 +57,12 @@ def run_replay(
     seed: int,
     http_port: int,
     grpc_port: int,
+    reset: bool = False,
 ) -> None:
     for port in (http_port, grpc_port):
         if not port_free("127.0.0.1", port):
             raise click.ClickException(f"port {port} is in use: stop what uses it and retry")
-    data_dir.mkdir(parents=True, exist_ok=True)
+    click.echo(prepare_data_dir(data_dir, reset=reset, fresh_store=False))
     env = {
         **os.environ,
         "DRIFTLINE_DATABASE_URL": f"sqlite:///{data_dir.resolve()}/driftline.db",
@@ -129,7 +131,20 @@ def _interrupt(signum: int, frame: object) -> None:
 )
 @click.option("--rate", type=float, default=None, help="Requests (or replayed calls) per second.")
 @click.option("--no-dashboard", is_flag=True, help="Do not start the Streamlit dashboard.")
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "echo"]),
+    default="vllm",
+    show_default=True,
+    help="echo: a model-free stand-in (rehearsal, slow-engine test); no real answers.",
+)
+@click.option("--engine-ttft", type=float, default=0.0, help="Echo engine: seconds to 1st token.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--reset",
+    is_flag=True,
+    help="Delete the previous run's database, logs and summary in the data folder first.",
+)
 @click.option("--port", "http_port", type=int, default=4318, show_default=True)
 @click.option("--grpc-port", type=int, default=4317, show_default=True)
 @click.option("--gateway-port", type=int, default=8000, show_default=True)
@@ -143,7 +158,10 @@ def demo(
     replay: bool,
     rate: float | None,
     no_dashboard: bool,
+    engine: str,
+    engine_ttft: float,
     seed: int,
+    reset: bool,
     http_port: int,
     grpc_port: int,
     gateway_port: int,
@@ -155,7 +173,7 @@ def demo(
     # `kill` / a CI timeout (SIGTERM) stops the children like Ctrl-C does: no orphans
     signal.signal(signal.SIGTERM, _interrupt)
     if replay:
-        run_replay(data_dir, duration, headless, rate or 5.0, seed, http_port, grpc_port)
+        run_replay(data_dir, duration, headless, rate or 5.0, seed, http_port, grpc_port, reset)
         return
     from driftline.demo.story import DemoConfig, run_story
     from driftline.demo.summary import story_lines
@@ -172,9 +190,11 @@ def demo(
         dashboard_port=dashboard_port,
         receiver_port=receiver_port,
         dashboard=not no_dashboard,
+        reset=reset,
+        engine=engine,
+        engine_ttft_s=engine_ttft,
+        rate_requested=rate,
     )
-    if rate:
-        cfg.rate = rate
     try:
         summary = run_story(cfg)
     except KeyboardInterrupt:

@@ -61,16 +61,15 @@ class Processes:
                 )
 
     def stop(self, name: str | None = None) -> None:
-        """Stop one child (by name) or all, newest first: SIGTERM, then SIGKILL after 20 s."""
-        targets = [(n, p) for n, p in reversed(self.procs) if name is None or n == name]
-        for _, proc in targets:
+        """Stop one child (by name) or all, one after the other, newest first: the producers
+        (load generators, gateway) end and flush their spans before the collector, started
+        first, stops. Each: SIGTERM to its group, SIGKILL after 20 s."""
+        for _, proc in [(n, p) for n, p in reversed(self.procs) if name is None or n == name]:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        for _, proc in targets:
             try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
+                proc.wait(20)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)

@@ -8,8 +8,6 @@ statistics decided (or that they did not decide).
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import threading
@@ -22,12 +20,34 @@ import click
 import httpx
 
 from alerts.signing import generate_secret
+from driftline.demo.datadir import prepare_data_dir
 from driftline.demo.processes import Processes, port_free, wait_http
 from driftline.demo.receiver import WebhookReceiver
+from driftline.demo.story_config import (
+    ALERT_RULES,
+    BAD_FIRST_PCT,
+    BASE_MODEL,
+    GOOD_FIRST_PCT,
+    ROLLOUT_BAD,
+    ROLLOUT_GOOD,
+    collector_env,
+    gateway_config,
+    receivers_config,
+    rollout_body,
+)
+from driftline.demo.warmup import LoadPlan, measure_throughput, plan_load
 
-BASE_MODEL = "smollm2-135m-instruct"
-ROLLOUT_BAD = "support-assistant"
-ROLLOUT_GOOD = "support-assistant-v2"
+__all__ = [
+    "ALERT_RULES",
+    "BASE_MODEL",
+    "ROLLOUT_BAD",
+    "ROLLOUT_GOOD",
+    "DemoConfig",
+    "collector_env",
+    "rollout_body",
+    "run_story",
+]
+
 MIX = "billing=3,account=2,shipping=3,returns=2"
 SHIFT = "complaint=3,technical=3,product=2"
 #: canary steps (%). The risky candidate starts as a 10 % canary; the second one is an A/B test
@@ -36,10 +56,13 @@ SHIFT = "complaint=3,technical=3,product=2"
 #: a LoRA adapter is in the batch (~2.2 req/s at 16 tokens) does not give in five minutes
 BAD_STEPS = (10.0, 50.0, 100.0)
 GOOD_STEPS = (50.0, 100.0)
+assert BAD_STEPS[0] == BAD_FIRST_PCT and GOOD_STEPS[0] == GOOD_FIRST_PCT  # gateway.yaml's start
 #: the A/B rollout starts this long after the traffic (s), on its own share of the load
 GOOD_START_S = 20.0
 #: share of ``--rate`` sent to the A/B rollout; the canary gets the rest
 GOOD_LOAD_SHARE = 0.4
+#: seconds between two progress lines (headless too: a CI log shows the evidence growing)
+PROGRESS_EVERY_S = 15.0
 #: seconds between the end of the traffic and the summary (spans, decisions and alerts land)
 DRAIN_S = 15.0
 
@@ -62,6 +85,13 @@ class DemoConfig:
     dashboard_port: int = 8501
     receiver_port: int = 9099
     dashboard: bool = True
+    reset: bool = False
+    #: ``vllm`` (the real engine) or ``echo`` (serving/echo_engine.py, no model: a slow-engine
+    #: rehearsal with ``engine_ttft_s``)
+    engine: str = "vllm"
+    engine_ttft_s: float = 0.0
+    #: the rate the user asked for (--rate); None: fitted to the engine's measured throughput
+    rate_requested: float | None = None
     secret: str = field(default_factory=generate_secret)
 
     @property
@@ -83,133 +113,6 @@ def ensure_serving(cfg: DemoConfig) -> None:
     subprocess.run(_cli("serving", "install"), check=True)
     _step("model + LoRA adapters: `driftline serving prepare-model` (first time ~30 s)")
     subprocess.run(_cli("serving", "prepare-model"), check=True)
-
-
-def collector_env(cfg: DemoConfig, receivers_file: Path) -> dict[str, str]:
-    engine = f"http://127.0.0.1:{cfg.engine_port}"
-    return {
-        **os.environ,
-        "DRIFTLINE_DATABASE_URL": f"sqlite:///{cfg.data_dir.resolve()}/driftline.db",
-        "DRIFTLINE_ENGINE_METRICS_URLS": json.dumps([f"{engine}/metrics"]),
-        "DRIFTLINE_ENGINE_SCRAPE_INTERVAL_S": "10",
-        "DRIFTLINE_GPU_COST_PER_HOUR": json.dumps({"driftline-gateway": 1.2}),
-        "DRIFTLINE_JUDGE_BASE_URL": f"{engine}/v1",
-        "DRIFTLINE_JUDGE_MODEL": BASE_MODEL,
-        "DRIFTLINE_JUDGE_API_KEY": "not-needed",
-        # a judge call costs a few answers of engine time: sample, do not judge everything
-        "DRIFTLINE_JUDGE_BASE_RATE": "0.05",
-        "DRIFTLINE_JUDGE_CANDIDATE_RATE": "0.25",
-        "DRIFTLINE_JUDGE_SETTLE_S": "5",
-        "DRIFTLINE_JUDGE_INTERVAL_S": "10",
-        "DRIFTLINE_JUDGE_CONCURRENCY": "2",
-        "DRIFTLINE_JUDGE_MAX_TOKENS": "200",
-        # a 135M judge rambles: cap the reasoning (the schema's maxLength binds vLLM's decoder)
-        "DRIFTLINE_JUDGE_REASONING_MAX_CHARS": "200",
-        # a judge call shares the engine with ~8 answers in flight: ~5 tokens/s each
-        "DRIFTLINE_JUDGE_TIMEOUT_S": "90",
-        # drift: the last 90 s against the 90 s before, every 45 s (production: hours)
-        "DRIFTLINE_DRIFT_INTERVAL_S": "45",
-        "DRIFTLINE_DRIFT_CURRENT_HOURS": "0.025",
-        "DRIFTLINE_DRIFT_REFERENCE_HOURS": "0.025",
-        "DRIFTLINE_DRIFT_MIN_SAMPLES": "20",
-        "DRIFTLINE_DRIFT_EMBEDDING_SAMPLE": "64",
-        "DRIFTLINE_CANARY_INTERVAL_S": "10",
-        "DRIFTLINE_CANARY_BUCKET_S": "30",
-        "DRIFTLINE_ALERT_RECEIVERS_FILE": str(receivers_file),
-        # the demo compresses time: evaluate alert rules every 5 s (production: 15 s)
-        "DRIFTLINE_ALERT_EVAL_INTERVAL_S": "5",
-    }
-
-
-def rollout_body(name: str, candidate: str, steps_pct: tuple[float, ...]) -> dict[str, Any]:
-    """A canary policy sized for a five-minute demo on two CPU cores (few samples, loose
-    margins); production rollouts keep the defaults (200 samples, 10 minutes per step, a
-    3-point thumbs-down margin)."""
-    return {
-        "name": name,
-        "baseline_variant": BASE_MODEL,
-        "candidate_variant": candidate,
-        "steps_pct": list(steps_pct),
-        "min_samples_per_step": 12,
-        "min_step_duration_s": 30,
-        "max_duration_s": 600,
-        "guardrails": [
-            # LoRA on a CPU engine costs latency (measured here: ~1.5-2x TTFT and TPOT);
-            # the tolerated margin says how much the team accepts for a better model
-            {"name": "ttft_s", "margin": 1.0, "relative": True},
-            # quality must be shown, not assumed: without it a fast but broken adapter would
-            # be promoted on latency alone (users' thumbs-down is the demo's quality signal).
-            # 20 points tolerated: with ~100 votes a tighter margin cannot be shown either way
-            # (the broken adapter is ~80 points worse: ~8 votes suffice to roll it back)
-            {"name": "thumbs_down_rate", "margin": 0.2},
-            {"name": "error_rate", "margin": 0.5, "relative": True, "required": False},
-        ],
-        "quality": {"name": "judge_score", "margin": 0.75, "required": False},
-    }
-
-
-#: what on-call is paged for in the demo (each rule is data; see /api/v1/alerts/rules)
-ALERT_RULES: list[dict[str, Any]] = [
-    {
-        "kind": "event",
-        "name": "canary_rollback",
-        "event": "canary_rollback",
-        "severity": "critical",
-        "summary": "canary {labels.rollout} rolled back: {labels.candidate} now at {value} %",
-        "receivers": ["oncall"],
-        "grouping": {"group_wait_s": 5, "group_interval_s": 30, "repeat_interval_s": 3600},
-    },
-    {
-        "kind": "event",
-        "name": "drift_detected",
-        "event": "drift_detected",
-        "severity": "warning",
-        "summary": "drift detected",
-        "receivers": ["oncall"],
-        "grouping": {"group_wait_s": 5, "group_interval_s": 60, "repeat_interval_s": 3600},
-    },
-    {
-        "kind": "threshold",
-        "name": "ttft_p95_high",
-        "stat": "ttft_s",
-        "quantile": 0.95,
-        "op": ">",
-        "threshold": 5.0,
-        "resolve_threshold": 3.0,
-        "window_s": 60,
-        "min_samples": 10,
-        "for_s": 30,
-        "resolve_for_s": 30,
-        "severity": "warning",
-        "summary": "p95 TTFT {value} s > {threshold} s",
-        "receivers": ["oncall"],
-        "grouping": {"group_wait_s": 5, "group_interval_s": 60, "repeat_interval_s": 3600},
-    },
-]
-
-
-def gateway_config(cfg: DemoConfig) -> Path:
-    path = cfg.data_dir / "gateway.yaml"
-    bad, good = BAD_STEPS[0] / 100, GOOD_STEPS[0] / 100
-    path.write_text(
-        "default_rollout: support-assistant\n"
-        "rollouts:\n"
-        f"  {ROLLOUT_BAD}:\n    variants:\n      {BASE_MODEL}: {1 - bad:g}\n"
-        f"      candidate-bad: {bad:g}\n"
-        f"  {ROLLOUT_GOOD}:\n    variants:\n      {BASE_MODEL}: {1 - good:g}\n"
-        f"      candidate-good: {good:g}\n"
-    )
-    return path
-
-
-def receivers_config(cfg: DemoConfig, url: str) -> Path:
-    path = cfg.data_dir / "receivers.toml"
-    path.write_text(
-        "[[receivers]]\n"
-        'name = "oncall"\ntenant = "default"\nkind = "alertmanager"\n'
-        f'url = "{url}"\nsecret = "{cfg.secret}"\n'
-    )
-    return path
 
 
 def start_load(
@@ -278,6 +181,73 @@ class Api:
         return self.http.post(path, json=body)
 
 
+def start_engine(procs: Processes, cfg: DemoConfig, env: dict[str, str]) -> None:
+    """vLLM (``serving up``) or the echo stand-in on ``cfg.engine_port``; waits for health."""
+    if cfg.engine == "echo":
+        _step(f"echo engine on :{cfg.engine_port} (no model; TTFT {cfg.engine_ttft_s:g} s)")
+        argv = [sys.executable, "-m", "driftline.demo.echo", "--port", str(cfg.engine_port)]
+        procs.start("engine", [*argv, "--ttft-s", str(cfg.engine_ttft_s)], env)
+        wait_http(f"http://127.0.0.1:{cfg.engine_port}/health", procs, 60, "the echo engine")
+        return
+    _step(
+        f"vLLM (CPU) on :{cfg.engine_port} with LoRA adapters candidate-good, candidate-bad "
+        "(start-up ~40 s)"
+    )
+    otlp = f"http://127.0.0.1:{cfg.grpc_port}"
+    procs.start(
+        "vllm",
+        _cli("serving", "up", "--port", str(cfg.engine_port), "--otlp-endpoint", otlp),
+        env,
+    )
+    wait_http(f"http://127.0.0.1:{cfg.engine_port}/health", procs, 420, "vLLM")
+
+
+def fit_load(cfg: DemoConfig) -> LoadPlan:
+    """Measure the engine's throughput (warm-up) and set ``cfg.rate`` to what it can serve
+    (unless --rate was given); say how long the canary's first step needs."""
+    thr = measure_throughput(
+        f"http://127.0.0.1:{cfg.engine_port}",
+        BASE_MODEL,
+        max_tokens=cfg.max_tokens,
+        concurrency=cfg.concurrency,
+    )
+    body = rollout_body(ROLLOUT_BAD, "candidate-bad", BAD_STEPS)
+    plan = plan_load(
+        thr,
+        requested_rps=cfg.rate_requested,
+        canary_share=1 - GOOD_LOAD_SHARE,
+        candidate_weight=BAD_STEPS[0] / 100,
+        min_samples=body["min_samples_per_step"],
+        min_step_s=body["min_step_duration_s"],
+    )
+    cfg.rate = plan.rate_rps
+    _step(
+        f"warm-up: the engine served {thr:.2f} req/s ({cfg.max_tokens} tokens, {cfg.concurrency} "
+        f"in flight) → offering {plan.rate_rps:.2f} req/s; the canary's first step needs "
+        f"~{plan.first_step_s:.0f} s for {body['min_samples_per_step']} candidate calls"
+    )
+    if not plan.fits(cfg.duration_s):
+        _step(
+            f"--duration {cfg.duration_s:g} s is shorter than that: the canary will likely not "
+            f"decide (give --duration {plan.first_step_s * 2:.0f} or more)"
+        )
+    return plan
+
+
+def upsert_rules(api: Api, rules: list[dict[str, Any]]) -> None:
+    """Create each alert rule, or replace it (PUT) when one of that name exists (a rerun).
+
+    Raises:
+        click.ClickException: the collector refused a rule (naming it, with its answer).
+    """
+    for rule in rules:
+        r = api.post("/api/v1/alerts/rules", rule)
+        if r.status_code == 409:
+            r = api.http.put(f"/api/v1/alerts/rules/{rule['name']}", json=rule)
+        if r.status_code not in (200, 201):
+            raise click.ClickException(f"alert rule {rule['name']}: {r.text}")
+
+
 def _alert_line(annotations: dict[str, Any]) -> str:
     """An alert's summary, with the canary's reasons when the alert carries them."""
     summary = str(annotations.get("summary", ""))
@@ -295,10 +265,11 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
     for port in ports:
         if not port_free("127.0.0.1", port):
             raise click.ClickException(f"port {port} is in use: stop what uses it and retry")
-    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    _step(prepare_data_dir(cfg.data_dir, reset=cfg.reset, fresh_store=True))
     log_dir = cfg.data_dir / "logs"
     log_dir.mkdir(exist_ok=True)
-    ensure_serving(cfg)
+    if cfg.engine == "vllm":
+        ensure_serving(cfg)
     procs = Processes(log_dir)
     alerts: list[dict[str, Any]] = []
 
@@ -332,28 +303,10 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
             env,
         )
         wait_http(f"{cfg.collector_url}/healthz", procs, 90, "the collector")
-        _step(
-            f"vLLM (CPU) on :{cfg.engine_port} with LoRA adapters candidate-good, candidate-bad "
-            "(start-up ~40 s)"
-        )
-        procs.start(
-            "vllm",
-            _cli(
-                "serving",
-                "up",
-                "--port",
-                str(cfg.engine_port),
-                "--otlp-endpoint",
-                f"http://127.0.0.1:{cfg.grpc_port}",
-            ),
-            env,
-        )
-        wait_http(f"http://127.0.0.1:{cfg.engine_port}/health", procs, 420, "vLLM")
+        start_engine(procs, cfg, env)
+        plan = fit_load(cfg)
         api = Api(cfg.collector_url)
-        for rule in ALERT_RULES:
-            r = api.post("/api/v1/alerts/rules", rule)
-            if r.status_code not in (200, 201):
-                raise click.ClickException(f"alert rule {rule['name']}: {r.text}")
+        upsert_rules(api, ALERT_RULES)
         _step(
             f"alert rules: {', '.join(r['name'] for r in ALERT_RULES)} "
             f"→ webhook {receiver.url} (Standard Webhooks signed)"
@@ -391,20 +344,27 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
             )
         total = cfg.duration_s or 3600.0
         _step(
-            f"traffic: ~{cfg.rate:g} req/s through the gateway, topic shift half-way "
+            f"traffic: ~{cfg.rate:.2f} req/s through the gateway, topic shift half-way "
             f"({MIX} → {SHIFT}), simulated feedback"
         )
         start_load(procs, cfg, "load-1", ROLLOUT_BAD, total, env, cfg.rate * (1 - GOOD_LOAD_SHARE))
         second_started = False
         started = time.monotonic()
         deadline = started + total
+        last_line = 0.0
         while time.monotonic() < deadline:
             time.sleep(5)
             procs.check()
             snap = snapshot(api, alerts)
-            if not cfg.headless:
-                click.echo(render(snap, time.time() - t0))
+            if time.monotonic() - last_line >= PROGRESS_EVERY_S:
+                click.echo(render(snap, time.time() - t0), nl=True)
+                last_line = time.monotonic()
             decided = snap["rollouts"].get(ROLLOUT_BAD, {}).get("status") not in (None, "running")
+            if cfg.headless and second_started and decided and snap["drift_flags"]:
+                others = [v["status"] for v in snap["rollouts"].values()]
+                if "running" not in others:
+                    _step("both rollouts decided and drift flagged: ending the traffic early")
+                    break
             if not second_started and (decided or time.monotonic() > started + GOOD_START_S):
                 body = rollout_body(ROLLOUT_GOOD, "candidate-good", GOOD_STEPS)
                 r = api.post("/api/v1/rollouts", body)
@@ -426,7 +386,15 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
         # alert waits group_wait (5 s) before it is sent; let what already happened land (the
         # load generators finish their last requests; stopping them would cancel answers)
         time.sleep(DRAIN_S)
-        return final_summary(api, alerts, time.time() - t0)
+        out = final_summary(api, alerts, time.time() - t0)
+        out["load_plan"] = {
+            "engine": cfg.engine,
+            "throughput_rps": round(plan.throughput_rps, 3),
+            "offered_rps": round(plan.rate_rps, 3),
+            "first_step_s": round(plan.first_step_s, 1),
+            "duration_s": cfg.duration_s,
+        }
+        return out
     finally:
         procs.stop()
         receiver.stop()

@@ -73,6 +73,17 @@ def test_page_in_chromium(dashboard_url: str, browser: object, file: str, title:
     text = browser.find_element(By.CSS_SELECTOR, "section.main, [data-testid='stMain']").text  # type: ignore[attr-defined]
     assert any(ch.isdigit() for ch in text), f"no number on {title}"
     assert "No " not in text.split("\n")[0]
+    words = set(re.findall(r"[A-Za-z<>]+", text))
+    assert not words & {"None", "nan", "NaN", "NaT", "<NA>"}, f"{title} shows None/nan"
+    # every chart has a titled axis (Vega draws axis titles as role-axis-title marks)
+    for chart in browser.find_elements(By.CSS_SELECTOR, '[data-testid="stVegaLiteChart"]'):  # type: ignore[attr-defined]
+        axis_titles = chart.find_elements(By.CSS_SELECTOR, ".role-axis-title text")
+        canvas = chart.find_elements(By.CSS_SELECTOR, "canvas")
+        if not canvas:
+            assert axis_titles, f"{title}: a chart without an axis title"
+    # viewer mode: Streamlit's developer menu ("Deploy") is not offered to users
+    deploy = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stAppDeployButton"]')  # type: ignore[attr-defined]
+    assert not deploy, f"{title}: the Deploy button is shown"
     if file in SEEDED_TEXT:
         assert SEEDED_TEXT[file] in text, f"{title}: {SEEDED_TEXT[file]!r} not shown"
     if file == "review.py":
