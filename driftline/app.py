@@ -17,7 +17,8 @@ from collector.cost.prices import PriceTable
 from collector.errors import ConfigError
 from collector.ingest import feedback
 from collector.ingest.capture import CapturePolicies
-from collector.ingest.grpc_server import TraceService, start_grpc_server
+from collector.ingest.grpc_server import LogsService, TraceService, start_grpc_server
+from collector.ingest.log_join import LogJoiner
 from collector.ingest.normalize import CallRecord
 from collector.ingest.writer import BatchWriter
 from collector.scheduler import JobContext, Scheduler
@@ -79,6 +80,8 @@ def create_app(settings: Settings) -> FastAPI:
             max_batch_spans=settings.writer_max_batch_spans,
             max_text_chars=settings.max_text_chars,
         )
+        joiner = LogJoiner(engine, settings.max_text_chars)
+        writer.before_write.append(joiner.before_write)
         writer.start()
         keys = KeyStore(engine)
         capture = CapturePolicies(engine, settings.capture_content)
@@ -87,6 +90,7 @@ def create_app(settings: Settings) -> FastAPI:
             ensure_tenant(engine, DEV_TENANT)
         pending = feedback.has_pending(engine)
         state.extras["feedback_pending_tenants"] = pending
+        state.extras["log_joiner"] = joiner
 
         def link_feedback(tenant: str, records: list[CallRecord]) -> None:
             if tenant in pending:
@@ -118,6 +122,7 @@ def create_app(settings: Settings) -> FastAPI:
             )
             grpc_server, state.grpc_port = start_grpc_server(
                 servicer,
+                LogsService(joiner, writer, metrics, grpc_tenant, capture.mode),
                 settings.host,
                 settings.grpc_port,
                 max_message_bytes=settings.max_body_bytes,

@@ -1,4 +1,5 @@
-"""OTLP/gRPC receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export``.
+"""OTLP/gRPC receivers: ``opentelemetry.proto.collector.trace.v1.TraceService/Export`` and
+``opentelemetry.proto.collector.logs.v1.LogsService/Export``.
 
 Bad spans are reported in ``partial_success``; a full write queue or an unavailable store
 answers ``UNAVAILABLE`` (retryable, per the OTLP spec's gRPC retry rules).
@@ -11,12 +12,15 @@ from collections.abc import Callable
 from concurrent import futures
 
 import grpc
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from collector.auth import AuthError, ForbiddenError
-from collector.errors import QueueFullError, StoreUnavailableError
+from collector.errors import BadRequestError, QueueFullError, StoreUnavailableError
 from collector.ingest import service
 from collector.ingest.decode import spans_from_request
+from collector.ingest.log_join import LogJoiner
+from collector.ingest.logs import records_from_request
 from collector.ingest.writer import BatchWriter
 from collector.telemetry.metrics import IngestMetrics
 
@@ -77,8 +81,71 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         return resp
 
 
+def _tenant(tenant_of: Callable[[str | None], str], context: grpc.ServicerContext) -> str:
+    metadata = dict(context.invocation_metadata() or ())
+    try:
+        return tenant_of(metadata.get("authorization"))
+    except AuthError as exc:
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+    except ForbiddenError as exc:
+        context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+    raise AssertionError("unreachable: abort raises")
+
+
+class LogsService(logs_service_pb2_grpc.LogsServiceServicer):
+    """gen_ai log records joined to their spans (see :mod:`collector.ingest.log_join`)."""
+
+    def __init__(
+        self,
+        joiner: LogJoiner,
+        writer: BatchWriter,
+        metrics: IngestMetrics,
+        tenant_of: Callable[[str | None], str],
+        capture_mode: Callable[[str], str] = lambda _t: "full",
+    ) -> None:
+        self._joiner = joiner
+        self._writer = writer
+        self._metrics = metrics
+        self._tenant_of = tenant_of
+        self._capture_mode = capture_mode
+
+    def Export(
+        self,
+        request: logs_service_pb2.ExportLogsServiceRequest,
+        context: grpc.ServicerContext,
+    ) -> logs_service_pb2.ExportLogsServiceResponse:
+        tenant = _tenant(self._tenant_of, context)
+        batch = records_from_request(request)
+        try:
+            fut = service.submit_logs(
+                batch,
+                tenant=tenant,
+                joiner=self._joiner,
+                writer=self._writer,
+                metrics=self._metrics,
+                transport="grpc",
+                capture_mode=self._capture_mode(tenant),
+            )
+            fut.result(timeout=COMMIT_TIMEOUT_S)
+        except (QueueFullError, StoreUnavailableError, futures.TimeoutError) as exc:
+            self._metrics.requests_refused.labels("grpc", "UNAVAILABLE").inc()
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc) or "store busy")
+        except BadRequestError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        resp = logs_service_pb2.ExportLogsServiceResponse()
+        if batch.rejected:
+            resp.partial_success.rejected_log_records = batch.rejected
+            resp.partial_success.error_message = batch.error_message
+        return resp
+
+
 def start_grpc_server(
-    servicer: TraceService, host: str, port: int, *, max_message_bytes: int
+    servicer: TraceService,
+    logs: LogsService | None,
+    host: str,
+    port: int,
+    *,
+    max_message_bytes: int,
 ) -> tuple[grpc.Server, int]:
     """Start the gRPC server; returns it and the bound port (``port=0`` picks a free one).
 
@@ -93,6 +160,8 @@ def start_grpc_server(
         ],
     )
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(servicer, server)
+    if logs is not None:
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(logs, server)
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise RuntimeError(f"cannot bind the OTLP/gRPC receiver to {host}:{port}")

@@ -11,6 +11,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from collector.ingest.decode import DecodedBatch
+from collector.ingest.log_join import LogJoiner
+from collector.ingest.logs import LogBatch
 from collector.ingest.writer import BatchWriter, prepare
 from collector.telemetry.metrics import IngestMetrics
 
@@ -67,3 +69,31 @@ def done(pending: Pending, *, metrics: IngestMetrics, transport: str) -> IngestO
     metrics.spans_received.labels(transport).inc(pending.outcome.accepted)
     metrics.write_seconds.labels(transport).observe(time.perf_counter() - pending.started)
     return pending.outcome
+
+
+def submit_logs(
+    batch: LogBatch,
+    *,
+    tenant: str,
+    joiner: LogJoiner,
+    writer: BatchWriter,
+    metrics: IngestMetrics,
+    transport: str,
+    capture_mode: str,
+) -> Future[int]:
+    """Store a decoded log batch and queue the join with spans already stored; count records.
+
+    Raises:
+        QueueFullError: the write queue is full. sqlalchemy.exc.OperationalError: store down.
+    """
+    fut = joiner.ingest(tenant, batch, capture_mode, writer)
+    for kind, n in (
+        ("content", len(batch.content)),
+        ("evaluation", len(batch.evaluations)),
+        ("unjoinable", batch.unjoinable),
+        ("other", batch.other),
+        ("rejected", batch.rejected),
+    ):
+        if n:
+            metrics.log_records.labels(transport, kind).inc(n)
+    return fut

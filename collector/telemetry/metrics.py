@@ -17,6 +17,7 @@ class IngestMetrics:
     requests_refused: Counter
     queue_spans: Gauge
     write_seconds: Histogram
+    log_records: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> IngestMetrics:
@@ -49,6 +50,13 @@ class IngestMetrics:
                 "Time from a decoded OTLP request to its durable commit, in seconds.",
                 ["transport"],
                 buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+                registry=reg,
+            ),
+            log_records=Counter(
+                "driftline_log_records",
+                "OTLP log records received, by kind: content (joined to its call), evaluation,"
+                " unjoinable (gen_ai content without span ids), other (not stored), rejected.",
+                ["transport", "kind"],
                 registry=reg,
             ),
         )

@@ -1,4 +1,5 @@
-"""OTLP/HTTP trace receiver: ``POST /v1/traces`` (protobuf or JSON, gzip/deflate/identity).
+"""OTLP/HTTP receivers: ``POST /v1/traces`` and ``POST /v1/logs`` (protobuf or JSON,
+gzip/deflate/identity).
 
 The route validates and enqueues; it answers only after the spans are committed.
 Status codes: 200 (+ ``partialSuccess`` for rejected spans), 400 undecodable, 413 over the
@@ -13,6 +14,10 @@ import asyncio
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
@@ -21,6 +26,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from collector.errors import BodyTooLargeError, CollectorError
 from collector.ingest import decode as codec
 from collector.ingest import service
+from collector.ingest.log_join import LogJoiner
+from collector.ingest.logs import decode_logs
 from driftline.api.deps import IngestTenant, State
 
 router = APIRouter()
@@ -39,16 +46,56 @@ def otlp_response(media: str, rejected: int, message: str) -> Response:
     return Response(json_format.MessageToJson(resp, indent=None), 200, media_type=codec.JSON)
 
 
-@router.post("/v1/traces", tags=["otlp"], summary="OTLP/HTTP trace export")
-async def export_traces(request: Request, state: State, tenant: IngestTenant) -> Response:
+async def _read(request: Request, state: State) -> tuple[str, bytes]:
+    """(media type, decompressed body) of an OTLP/HTTP request, within the size limit."""
     media = codec.media_type(request.headers.get("content-type"))
     encoding = codec.content_encoding(request.headers.get("content-encoding"))
     limit = state.settings.max_body_bytes
     declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and encoding == "identity" and int(declared) > limit:
+        raise BodyTooLargeError(f"request body of {declared} bytes exceeds {limit} bytes")
+    return media, await codec.read_body(request.stream(), encoding, limit)
+
+
+@router.post("/v1/logs", tags=["otlp"], summary="OTLP/HTTP log export")
+async def export_logs(request: Request, state: State, tenant: IngestTenant) -> Response:
+    """gen_ai content records are joined to their span's call record; evaluation results are
+    stored as external scores; other records are counted, not stored."""
     try:
-        if declared and declared.isdigit() and encoding == "identity" and int(declared) > limit:
-            raise BodyTooLargeError(f"request body of {declared} bytes exceeds {limit} bytes")
-        body = await codec.read_body(request.stream(), encoding, limit)
+        media, body = await _read(request, state)
+        batch = decode_logs(body, media)
+        joiner: LogJoiner = state.extras["log_joiner"]
+        mode = state.capture.mode(tenant)
+        fut = await asyncio.to_thread(
+            service.submit_logs,
+            batch,
+            tenant=tenant,
+            joiner=joiner,
+            writer=state.writer,
+            metrics=state.metrics,
+            transport="http",
+            capture_mode=mode,
+        )
+        await asyncio.wrap_future(fut)
+    except CollectorError as exc:
+        state.metrics.requests_refused.labels("http", type(exc).__name__).inc()
+        raise
+    resp = ExportLogsServiceResponse()
+    if batch.rejected:
+        resp.partial_success.CopyFrom(
+            ExportLogsPartialSuccess(
+                rejected_log_records=batch.rejected, error_message=batch.error_message
+            )
+        )
+    if media == codec.PROTOBUF:
+        return Response(resp.SerializeToString(), 200, media_type=codec.PROTOBUF)
+    return Response(json_format.MessageToJson(resp, indent=None), 200, media_type=codec.JSON)
+
+
+@router.post("/v1/traces", tags=["otlp"], summary="OTLP/HTTP trace export")
+async def export_traces(request: Request, state: State, tenant: IngestTenant) -> Response:
+    try:
+        media, body = await _read(request, state)
         batch = codec.decode(body, media)
         pending = service.submit(
             batch,
