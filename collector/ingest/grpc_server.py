@@ -8,10 +8,14 @@ answers ``UNAVAILABLE`` (retryable, per the OTLP spec's gRPC retry rules).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from concurrent import futures
 
 import grpc
+from google.protobuf import any_pb2
+from google.protobuf.message import Message
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
@@ -20,8 +24,9 @@ from collector.errors import BadRequestError, QueueFullError, StoreUnavailableEr
 from collector.ingest import service
 from collector.ingest.decode import spans_from_request
 from collector.ingest.log_join import LogJoiner
-from collector.ingest.logs import records_from_request
+from collector.ingest.logs import LogBatch, records_from_request
 from collector.ingest.writer import BatchWriter
+from collector.spool.log import LOGS_PROTOBUF, TRACES_PROTOBUF, Spool, SpoolFullError
 from collector.telemetry.metrics import IngestMetrics
 
 log = logging.getLogger(__name__)
@@ -45,6 +50,8 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         self._metrics = metrics
         self._tenant_of = tenant_of
         self._max_text_chars = max_text_chars
+        #: when set, requests are acknowledged once fsynced to the spool
+        self.spool: Spool | None = None
 
     def Export(
         self,
@@ -59,6 +66,16 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         except ForbiddenError as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         batch = spans_from_request(request)
+        if self.spool is not None:
+            if batch.spans:
+                append_or_abort(self.spool, TRACES_PROTOBUF, tenant, request, context)
+            self._metrics.spans_received.labels("grpc").inc(len(batch.spans))
+            resp = trace_service_pb2.ExportTraceServiceResponse()
+            if batch.rejected:
+                self._metrics.spans_rejected.labels("grpc", "invalid_span").inc(batch.rejected)
+                resp.partial_success.rejected_spans = batch.rejected
+                resp.partial_success.error_message = batch.error_message
+            return resp
         try:
             pending = service.submit(
                 batch,
@@ -79,6 +96,27 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             resp.partial_success.rejected_spans = outcome.rejected
             resp.partial_success.error_message = outcome.error_message
         return resp
+
+
+def append_or_abort(
+    spool: Spool, kind: int, tenant: str, request: Message, context: grpc.ServicerContext
+) -> None:
+    """Append a validated request to the spool and wait for its fsync; a full spool aborts
+    with RESOURCE_EXHAUSTED carrying a ``google.rpc.RetryInfo`` (OTLP: retryable then only)."""
+    try:
+        spool.append(kind, tenant, request.SerializeToString(), time.time_ns()).result(
+            timeout=COMMIT_TIMEOUT_S
+        )
+    except SpoolFullError as exc:
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromSeconds(int(exc.retry_after_s or 1))
+        detail = any_pb2.Any()
+        detail.Pack(retry)
+        st = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=str(exc), details=[detail])
+        context.set_trailing_metadata((("grpc-status-details-bin", st.SerializeToString()),))
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+    except futures.TimeoutError:
+        context.abort(grpc.StatusCode.UNAVAILABLE, "spool busy")
 
 
 def _tenant(tenant_of: Callable[[str | None], str], context: grpc.ServicerContext) -> str:
@@ -108,6 +146,7 @@ class LogsService(logs_service_pb2_grpc.LogsServiceServicer):
         self._metrics = metrics
         self._tenant_of = tenant_of
         self._capture_mode = capture_mode
+        self.spool: Spool | None = None
 
     def Export(
         self,
@@ -116,6 +155,19 @@ class LogsService(logs_service_pb2_grpc.LogsServiceServicer):
     ) -> logs_service_pb2.ExportLogsServiceResponse:
         tenant = _tenant(self._tenant_of, context)
         batch = records_from_request(request)
+        if self.spool is not None:
+            if batch.content or batch.evaluations:
+                append_or_abort(self.spool, LOGS_PROTOBUF, tenant, request, context)
+            service.count_logs(batch, self._metrics, "grpc")
+        else:
+            self._export(tenant, batch, context)
+        resp = logs_service_pb2.ExportLogsServiceResponse()
+        if batch.rejected:
+            resp.partial_success.rejected_log_records = batch.rejected
+            resp.partial_success.error_message = batch.error_message
+        return resp
+
+    def _export(self, tenant: str, batch: LogBatch, context: grpc.ServicerContext) -> None:
         try:
             fut = service.submit_logs(
                 batch,
@@ -132,11 +184,6 @@ class LogsService(logs_service_pb2_grpc.LogsServiceServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc) or "store busy")
         except BadRequestError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        resp = logs_service_pb2.ExportLogsServiceResponse()
-        if batch.rejected:
-            resp.partial_success.rejected_log_records = batch.rejected
-            resp.partial_success.error_message = batch.error_message
-        return resp
 
 
 def start_grpc_server(

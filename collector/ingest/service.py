@@ -87,6 +87,12 @@ def submit_logs(
         QueueFullError: the write queue is full. sqlalchemy.exc.OperationalError: store down.
     """
     fut = joiner.ingest(tenant, batch, capture_mode, writer)
+    count_logs(batch, metrics, transport)
+    return fut
+
+
+def count_logs(batch: LogBatch, metrics: IngestMetrics, transport: str) -> None:
+    """Count a request's log records by kind (``driftline_log_records_total``)."""
     for kind, n in (
         ("content", len(batch.content)),
         ("evaluation", len(batch.evaluations)),
@@ -96,4 +102,3 @@ def submit_logs(
     ):
         if n:
             metrics.log_records.labels(transport, kind).inc(n)
-    return fut

@@ -1,7 +1,9 @@
 """OTLP/HTTP receivers: ``POST /v1/traces`` and ``POST /v1/logs`` (protobuf or JSON,
 gzip/deflate/identity).
 
-The route validates and enqueues; it answers only after the spans are committed.
+The route authenticates, checks type and size, decodes and validates; with the spool on
+(``DRIFTLINE_SPOOL_ENABLED``) it answers once the request is fsynced to the spool, else once
+its spans are committed to the store.
 Status codes: 200 (+ ``partialSuccess`` for rejected spans), 400 undecodable, 413 over the
 size limit after decompression, 415 unsupported type/encoding, 503 + Retry-After when the
 write queue is full or the store is down. Source: opentelemetry-proto ``docs/specification.md``.
@@ -10,6 +12,7 @@ write queue is full or the store is down. Source: opentelemetry-proto ``docs/spe
 from __future__ import annotations
 
 import asyncio
+import time
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -28,6 +31,7 @@ from collector.ingest import decode as codec
 from collector.ingest import service
 from collector.ingest.log_join import LogJoiner
 from collector.ingest.logs import decode_logs
+from collector.spool.log import LOGS_JSON, LOGS_PROTOBUF, TRACES_JSON, TRACES_PROTOBUF, Spool
 from driftline.api.deps import IngestTenant, State
 
 router = APIRouter()
@@ -65,17 +69,22 @@ async def export_logs(request: Request, state: State, tenant: IngestTenant) -> R
         media, body = await _read(request, state)
         batch = decode_logs(body, media)
         joiner: LogJoiner = state.extras["log_joiner"]
-        mode = state.capture.mode(tenant)
-        fut = await asyncio.to_thread(
-            service.submit_logs,
-            batch,
-            tenant=tenant,
-            joiner=joiner,
-            writer=state.writer,
-            metrics=state.metrics,
-            transport="http",
-            capture_mode=mode,
-        )
+        spool: Spool | None = state.extras.get("spool")
+        if spool is not None and (batch.content or batch.evaluations):
+            kind = LOGS_PROTOBUF if media == codec.PROTOBUF else LOGS_JSON
+            fut = spool.append(kind, tenant, body, time.time_ns())
+            service.count_logs(batch, state.metrics, "http")
+        else:
+            fut = await asyncio.to_thread(
+                service.submit_logs,
+                batch,
+                tenant=tenant,
+                joiner=joiner,
+                writer=state.writer,
+                metrics=state.metrics,
+                transport="http",
+                capture_mode=state.capture.mode(tenant),
+            )
         await asyncio.wrap_future(fut)
     except CollectorError as exc:
         state.metrics.requests_refused.labels("http", type(exc).__name__).inc()
@@ -97,6 +106,15 @@ async def export_traces(request: Request, state: State, tenant: IngestTenant) ->
     try:
         media, body = await _read(request, state)
         batch = codec.decode(body, media)
+        spool: Spool | None = state.extras.get("spool")
+        if spool is not None:  # durable on fsync; the spool processor writes the store
+            kind = TRACES_PROTOBUF if media == codec.PROTOBUF else TRACES_JSON
+            if batch.spans:
+                await asyncio.wrap_future(spool.append(kind, tenant, body, time.time_ns()))
+            if batch.rejected:
+                state.metrics.spans_rejected.labels("http", "invalid_span").inc(batch.rejected)
+            state.metrics.spans_received.labels("http").inc(len(batch.spans))
+            return otlp_response(media, batch.rejected, batch.error_message)
         pending = service.submit(
             batch,
             tenant=tenant,
