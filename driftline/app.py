@@ -102,6 +102,7 @@ def create_app(settings: Settings) -> FastAPI:
                 joiner=joiner,
                 capture_mode=capture.mode,
                 max_text_chars=settings.max_text_chars,
+                keep_s=settings.spool_keep_s,
             )
             processor.on_processed = metrics.spans_processed.inc
             metrics.spool_bytes.set_function(lambda: spool.unprocessed_bytes)

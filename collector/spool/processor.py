@@ -27,6 +27,7 @@ from collector.spool.log import LOGS_JSON, LOGS_PROTOBUF, TRACES_JSON, Record, S
 
 log = logging.getLogger(__name__)
 RETRY_S = 1.0
+PRUNE_EVERY_S = 60.0
 
 
 def media_of(kind: int) -> str:
@@ -80,6 +81,7 @@ class SpoolProcessor:
         capture_mode: Callable[[str], str],
         max_text_chars: int = 1_000_000,
         batch_bytes: int = 4 << 20,
+        keep_s: float | None = None,
     ) -> None:
         self.spool = spool
         self._writer = writer
@@ -87,6 +89,8 @@ class SpoolProcessor:
         self._capture_mode = capture_mode
         self._max_text_chars = max_text_chars
         self._batch_bytes = batch_bytes
+        self._keep_s = keep_s
+        self._pruned_at = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="driftline-spool-proc", daemon=True)
         self.spans_processed = 0
@@ -121,6 +125,7 @@ class SpoolProcessor:
             records = self.spool.read(offset, self._batch_bytes)
             if not records:
                 self.oldest_pending_ns = None
+                self._prune()
                 self.spool.wait(offset, 0.5)
                 continue
             self.oldest_pending_ns = records[0].received_unix_nano
@@ -145,3 +150,17 @@ class SpoolProcessor:
             self.spans_processed += spans
             if self.on_processed is not None:
                 self.on_processed(spans)
+
+    def _prune(self) -> None:
+        """Delete processed segments past their keep time, at most once a minute."""
+        now = time.monotonic()
+        if self._keep_s is None or now - self._pruned_at < PRUNE_EVERY_S:
+            return
+        self._pruned_at = now
+        try:
+            n = self.spool.prune(self._keep_s)
+        except OSError as exc:
+            log.warning("spool prune failed: %s", exc)
+            return
+        if n:
+            log.info("spool: %d processed segments older than %.0f s deleted", n, self._keep_s)

@@ -9,11 +9,17 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
+from collector.cost.prices import PriceTable
+from collector.ingest.writer import BatchWriter
 from collector.spool.log import TRACES_JSON, TRACES_PROTOBUF, Spool, SpoolFullError
+from collector.spool.processor import SpoolProcessor, process
+from collector.spool.replay import replay
+from collector.store import engine as store_engine
 from driftline.app import create_app
 from tests.collector.test_otlp_http import PB, pb_request
-from tests.conftest import make_settings, wait_for
+from tests.conftest import PRICE_FIXTURE, make_settings, wait_for
 
 
 def test_append_read_commit_and_reopen(tmp_path: Path) -> None:
@@ -111,3 +117,37 @@ def test_full_spool_answers_503_with_retry_after(tmp_path: Path) -> None:
     with TestClient(create_app(settings)) as client:
         r = client.post("/v1/traces", content=pb_request(20), headers=PB)
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
+
+
+def test_processor_crash_before_offset_commit_duplicates_nothing_and_replay_is_idempotent(
+    tmp_path: Path,
+) -> None:
+    """The processor writes a batch and dies before recording its offset: the next processor
+    writes it again (upsert), and ``driftline spool replay`` re-derives the same rows."""
+    db = f"sqlite:///{tmp_path}/d.db"
+    store_engine.upgrade(db)
+    engine = store_engine.make_engine(db)
+    prices = PriceTable.load(PRICE_FIXTURE)
+    sp = Spool(tmp_path / "sp")
+    for tb in (1, 2):
+        sp.append(TRACES_PROTOBUF, "t", pb_request(3, trace_byte=tb), time.time_ns()).result(5)
+    writer = BatchWriter(engine, prices)
+    writer.start()
+    futures, spans = process(
+        sp.read(0), writer=writer, joiner=None, capture_mode=lambda _t: "full", max_text_chars=100
+    )
+    assert spans == 6 and all(f.result(10) for f in futures)
+    assert sp.committed == 0  # "crashed" before sp.commit
+    proc = SpoolProcessor(sp, writer, joiner=None, capture_mode=lambda _t: "full")
+    proc.start()
+    wait_for(lambda: sp.unprocessed_bytes == 0)
+    proc.close()
+    writer.close()
+    sp.close()
+    count = "SELECT count(*), count(DISTINCT trace_id || span_id) FROM llm_calls"
+    with engine.connect() as conn:
+        assert tuple(conn.execute(text(count)).one()) == (6, 6)
+    assert replay(tmp_path / "sp", engine, prices, 0) == (2, 6)
+    with engine.connect() as conn:
+        assert tuple(conn.execute(text(count)).one()) == (6, 6)
+    engine.dispose()
