@@ -63,7 +63,7 @@ def start_collector(
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
             return False
 
-    wait_for(up, timeout_s=60)
+    wait_for(up, timeout_s=180)  # start-up imports take ~45 s on a busy shared 2-core machine
     return proc
 
 
