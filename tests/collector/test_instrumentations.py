@@ -22,12 +22,19 @@ import pytest
 from tests.conftest import LiveCollector, wait_for
 
 HERE = Path(__file__).parent / "instrumented"
+CACHE = Path(__file__).resolve().parents[2] / ".cache" / "instrumented-venvs"
 PINS = {
     "openai-v2": [
         "openai==1.109.1",
         "opentelemetry-sdk==1.39.1",
         "opentelemetry-exporter-otlp-proto-http==1.39.1",
         "opentelemetry-instrumentation-openai-v2==2.4b0",
+    ],
+    "openllmetry": [
+        "openai==1.109.1",
+        "opentelemetry-sdk==1.45.2",
+        "opentelemetry-exporter-otlp-proto-http==1.45.2",
+        "opentelemetry-instrumentation-openai==0.62.4",
     ],
 }
 
@@ -93,28 +100,36 @@ def fake_openai() -> Iterator[str]:
     server.shutdown()
 
 
-def _venv(tmp_path: Path, pins: list[str]) -> Path:
-    env = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env)
+def _venv(library: str, pins: list[str]) -> Path:
+    """A venv with exactly ``pins``, kept under ``.cache/instrumented-venvs`` (re-created when
+    the pins change)."""
+    env = CACHE / library
     py = env / "bin" / "python"
-    subprocess.run([py, "-m", "pip", "install", "-q", *pins], check=True, timeout=600)
+    stamp = env / "pins.txt"
+    if not (py.exists() and stamp.exists() and stamp.read_text() == "\n".join(pins)):
+        venv.EnvBuilder(with_pip=True, clear=True).create(env)
+        subprocess.run([py, "-m", "pip", "install", "-q", *pins], check=True, timeout=600)
+        stamp.write_text("\n".join(pins))
     return py
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_openai_v2_content_events(
-    tmp_path: Path, live_collector: LiveCollector, fake_openai: str
-) -> None:
-    py = _venv(tmp_path, PINS["openai-v2"])
+def _run_app(library: str, collector: LiveCollector, openai_url: str) -> None:
+    py = _venv(library, PINS[library])
     out = subprocess.run(
-        [py, HERE / "openai_v2_app.py", live_collector.http_url, fake_openai],
+        [py, HERE / "openai_app.py", collector.http_url, openai_url, library],
         check=True,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert "one, two, three" in out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_openai_v2_content_events(live_collector: LiveCollector, fake_openai: str) -> None:
+    """Prompts, answers and finish reasons arrive as log records (``/v1/logs``)."""
+    _run_app("openai-v2", live_collector, fake_openai)
     calls = wait_for(
         lambda: (
             (c := live_collector.calls()) and len(c) == 2 and all(x["output_text"] for x in c) and c
@@ -127,3 +142,20 @@ def test_openai_v2_content_events(
     assert streamed["input_text"] == "Count to three."
     assert streamed["output_text"] == "one, two, three" and streamed["finish_reasons"] == ["stop"]
     assert streamed["input_tokens"] == 12 and streamed["dialect"].startswith("semconv")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_openllmetry_streaming_ttft_from_chunk_events(
+    live_collector: LiveCollector, fake_openai: str
+) -> None:
+    """OpenLLMetry puts no TTFT attribute on a streaming span, only chunk events."""
+    _run_app("openllmetry", live_collector, fake_openai)
+    calls = wait_for(lambda: (c := live_collector.calls()) and len(c) == 2 and c)
+    streamed = next(c for c in calls if c["output_text"] == "one, two, three")
+    # OpenLLMetry 0.62 writes semconv keys (gen_ai.provider.name, gen_ai.usage.input_tokens)
+    assert streamed["dialect"] in ("openllmetry", "semconv")
+    assert streamed["finish_reasons"] == ["stop"]
+    assert streamed["input_text"] == "Count to three."
+    assert streamed["ttft_s"] is not None and "ttft_from_event" in streamed["flags"]
+    assert 0 < streamed["ttft_s"] <= streamed["e2e_s"]
