@@ -97,6 +97,57 @@ def _hex_id(raw: bytes, size: int) -> str | None:
     return raw.hex()
 
 
+def span_problem(span: Span) -> str | None:
+    """Why a span is rejected (a message naming the field), or None when it is valid: trace id
+    of 16 and span id of 8 bytes, not all zero; parent span id empty or 8 bytes; times that
+    fit a signed 64-bit integer. Cheap: no attribute is converted."""
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        return f"invalid traceId {span.trace_id.hex()!r}: must be 16 bytes and not all zero"
+    if len(span.span_id) != 8 or not any(span.span_id):
+        return (
+            f"invalid spanId {span.span_id.hex()!r} in trace {span.trace_id.hex()}: "
+            "must be 8 bytes and not all zero"
+        )
+    if span.parent_span_id and len(span.parent_span_id) != 8:
+        return (
+            f"invalid parentSpanId {span.parent_span_id.hex()!r} of span {span.span_id.hex()}: "
+            "must be empty or 8 bytes"
+        )
+    if max(span.start_time_unix_nano, span.end_time_unix_nano) > MAX_UNIX_NANO:
+        return f"span {span.span_id.hex()}: a time past 2262 does not fit a signed 64-bit integer"
+    return None
+
+
+def check_request(req: ExportTraceServiceRequest) -> tuple[int, DecodedBatch]:
+    """(valid spans, a batch holding only the rejections) of a parsed request: the receivers'
+    validation when the spool defers decoding (same rules as :func:`spans_from_request`)."""
+    batch = DecodedBatch()
+    valid = 0
+    for rs in req.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                problem = span_problem(span)
+                if problem is None:
+                    valid += 1
+                else:
+                    batch.reject(1, problem)
+    return valid, batch
+
+
+def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
+    """Parse a binary ``ExportTraceServiceRequest``.
+
+    Raises:
+        DecodeError: the bytes are not a valid protobuf message (HTTP 400).
+    """
+    req = ExportTraceServiceRequest()
+    try:
+        req.ParseFromString(body)
+    except (ProtoDecodeError, ValueError) as exc:
+        raise DecodeError(f"the body is not a valid OTLP protobuf message: {exc}") from None
+    return req
+
+
 def span_from_proto(
     span: Span, resource: dict[str, Any], scope_name: str | None, scope_version: str | None
 ) -> SpanData:
@@ -105,27 +156,12 @@ def span_from_proto(
     Raises:
         ValueError: invalid trace id, span id or parent span id (the message names it).
     """
-    trace_id = _hex_id(span.trace_id, 16)
-    if trace_id is None:
-        raise ValueError(
-            f"invalid traceId {span.trace_id.hex()!r}: must be 16 bytes and not all zero"
-        )
-    span_id = _hex_id(span.span_id, 8)
-    if span_id is None:
-        raise ValueError(
-            f"invalid spanId {span.span_id.hex()!r} in trace {trace_id}: "
-            "must be 8 bytes and not all zero"
-        )
-    parent: str | None = None
-    if span.parent_span_id:
-        if len(span.parent_span_id) != 8:
-            raise ValueError(
-                f"invalid parentSpanId {span.parent_span_id.hex()!r} of span {span_id}: "
-                "must be empty or 8 bytes"
-            )
-        parent = _hex_id(span.parent_span_id, 8)  # all-zero parent = root
-    if max(span.start_time_unix_nano, span.end_time_unix_nano) > MAX_UNIX_NANO:
-        raise ValueError(f"span {span_id}: a time past 2262 does not fit a signed 64-bit integer")
+    problem = span_problem(span)
+    if problem is not None:
+        raise ValueError(problem)
+    trace_id = span.trace_id.hex()
+    span_id = span.span_id.hex()
+    parent = _hex_id(span.parent_span_id, 8)  # all-zero parent = root
     return SpanData(
         trace_id=trace_id,
         span_id=span_id,
@@ -181,12 +217,7 @@ def decode_protobuf(body: bytes) -> DecodedBatch:
     Raises:
         DecodeError: the bytes are not a valid protobuf message (HTTP 400).
     """
-    req = ExportTraceServiceRequest()
-    try:
-        req.ParseFromString(body)
-    except (ProtoDecodeError, ValueError) as exc:
-        raise DecodeError(f"the body is not a valid OTLP protobuf message: {exc}") from None
-    return spans_from_request(req)
+    return spans_from_request(parse_protobuf(body))
 
 
 # --------------------------------------------------------------------------- OTLP/JSON

@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from collector.auth import AuthError, ForbiddenError
 from collector.errors import BadRequestError, QueueFullError, StoreUnavailableError
 from collector.ingest import service
-from collector.ingest.decode import spans_from_request
+from collector.ingest.decode import check_request, spans_from_request
 from collector.ingest.log_join import LogJoiner
 from collector.ingest.logs import LogBatch, records_from_request
 from collector.ingest.writer import BatchWriter
@@ -65,17 +65,18 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
         except ForbiddenError as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
-        batch = spans_from_request(request)
         if self.spool is not None:
-            if batch.spans:
+            valid, batch = check_request(request)
+            if valid:
                 append_or_abort(self.spool, TRACES_PROTOBUF, tenant, request, context)
-            self._metrics.spans_received.labels("grpc").inc(len(batch.spans))
+            self._metrics.spans_received.labels("grpc").inc(valid)
             resp = trace_service_pb2.ExportTraceServiceResponse()
             if batch.rejected:
                 self._metrics.spans_rejected.labels("grpc", "invalid_span").inc(batch.rejected)
                 resp.partial_success.rejected_spans = batch.rejected
                 resp.partial_success.error_message = batch.error_message
             return resp
+        batch = spans_from_request(request)
         try:
             pending = service.submit(
                 batch,

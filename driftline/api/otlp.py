@@ -32,7 +32,7 @@ from collector.ingest import service
 from collector.ingest.log_join import LogJoiner
 from collector.ingest.logs import decode_logs
 from collector.spool.log import LOGS_JSON, LOGS_PROTOBUF, TRACES_JSON, TRACES_PROTOBUF, Spool
-from driftline.api.deps import IngestTenant, State
+from driftline.api.deps import AppState, IngestTenant, State
 
 router = APIRouter()
 
@@ -101,20 +101,32 @@ async def export_logs(request: Request, state: State, tenant: IngestTenant) -> R
     return Response(json_format.MessageToJson(resp, indent=None), 200, media_type=codec.JSON)
 
 
+async def _spool_traces(
+    spool: Spool, state: AppState, tenant: str, media: str, body: bytes
+) -> Response:
+    """Validate (protobuf: ids and times only, no attribute converted), append, fsync, answer."""
+    if media == codec.PROTOBUF:
+        valid, batch = codec.check_request(codec.parse_protobuf(body))
+        kind = TRACES_PROTOBUF
+    else:
+        batch = codec.decode(body, media)
+        valid, kind = len(batch.spans), TRACES_JSON
+    if valid:
+        await asyncio.wrap_future(spool.append(kind, tenant, body, time.time_ns()))
+    if batch.rejected:
+        state.metrics.spans_rejected.labels("http", "invalid_span").inc(batch.rejected)
+    state.metrics.spans_received.labels("http").inc(valid)
+    return otlp_response(media, batch.rejected, batch.error_message)
+
+
 @router.post("/v1/traces", tags=["otlp"], summary="OTLP/HTTP trace export")
 async def export_traces(request: Request, state: State, tenant: IngestTenant) -> Response:
     try:
         media, body = await _read(request, state)
-        batch = codec.decode(body, media)
         spool: Spool | None = state.extras.get("spool")
         if spool is not None:  # durable on fsync; the spool processor writes the store
-            kind = TRACES_PROTOBUF if media == codec.PROTOBUF else TRACES_JSON
-            if batch.spans:
-                await asyncio.wrap_future(spool.append(kind, tenant, body, time.time_ns()))
-            if batch.rejected:
-                state.metrics.spans_rejected.labels("http", "invalid_span").inc(batch.rejected)
-            state.metrics.spans_received.labels("http").inc(len(batch.spans))
-            return otlp_response(media, batch.rejected, batch.error_message)
+            return await _spool_traces(spool, state, tenant, media, body)
+        batch = codec.decode(body, media)
         pending = service.submit(
             batch,
             tenant=tenant,

@@ -7,8 +7,12 @@ import os
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 from fastapi.testclient import TestClient
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from sqlalchemy import text
 
 from collector.cost.prices import PriceTable
@@ -19,7 +23,7 @@ from collector.spool.replay import replay
 from collector.store import engine as store_engine
 from driftline.app import create_app
 from tests.collector.test_otlp_http import PB, pb_request
-from tests.conftest import PRICE_FIXTURE, make_settings, wait_for
+from tests.conftest import PRICE_FIXTURE, LiveCollector, free_port, make_settings, wait_for
 
 
 def test_append_read_commit_and_reopen(tmp_path: Path) -> None:
@@ -151,3 +155,33 @@ def test_processor_crash_before_offset_commit_duplicates_nothing_and_replay_is_i
     with engine.connect() as conn:
         assert tuple(conn.execute(text(count)).one()) == (6, 6)
     engine.dispose()
+
+
+def test_grpc_with_spool_acks_processes_and_refuses_when_full(tmp_path: Path) -> None:
+    """gRPC: accepted spans reach the store; a full spool answers RESOURCE_EXHAUSTED with a
+    ``google.rpc.RetryInfo`` in ``grpc-status-details-bin`` (OTLP: retryable only then)."""
+    settings = make_settings(
+        f"sqlite:///{tmp_path}/d.db",
+        http_port=free_port(),
+        spool_enabled=True,
+        spool_dir=tmp_path / "sp",
+        spool_max_bytes=4000,
+    )
+    lc = LiveCollector(settings).start()
+    try:
+        with grpc.insecure_channel(lc.grpc_endpoint) as channel:
+            stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+            req = ExportTraceServiceRequest.FromString(pb_request(3, bad=1))
+            resp = stub.Export(req, timeout=30)
+            assert resp.partial_success.rejected_spans == 1
+            wait_for(lambda: len(lc.calls()) == 3)
+            big = ExportTraceServiceRequest.FromString(pb_request(60, trace_byte=9))
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Export(big, timeout=30)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        details = dict(err.value.trailing_metadata() or ())["grpc-status-details-bin"]
+        status = status_pb2.Status.FromString(details)
+        info = error_details_pb2.RetryInfo()
+        assert status.details[0].Unpack(info) and info.retry_delay.seconds == 1
+    finally:
+        lc.stop()
