@@ -6,7 +6,7 @@ Bodies come from ``benchmarks/ingest.py`` (real OTel SDK spans, ~1 KB of message
 machine where wall-clock throughput does not:
 
 * ``decode``: ``collector.ingest.decode.decode`` (protobuf -> ``SpanData``);
-* ``prepare``: ``collector.ingest.writer.prepare`` under the capture mode (default
+* ``prepare``: ``collector.ingest.prepare.prepare`` under the capture mode (default
   ``redacted``, the product default; ``full`` is reported too);
 * ``write``: ``collector.ingest.writer.write_batch`` through a connection set up like the
   writer thread's (``writer_connection``) into a SQLite store (WAL, ``synchronous=FULL``)
@@ -43,7 +43,8 @@ from ingest import build_bodies
 
 from collector.cost.prices import PriceTable
 from collector.ingest import decode as codec
-from collector.ingest.writer import Item, prepare, write_batch, writer_connection
+from collector.ingest.prepare import Item, prepare
+from collector.ingest.writer import write_batch, writer_connection
 from collector.store import engine as store_engine
 
 MAX_TEXT = 1_000_000

@@ -91,6 +91,19 @@ class Settings(BaseSettings):
         default_factory=dict,
         description='Self-hosted replica cost, JSON {"service.name": usd_per_hour}.',
     )
+    spool_enabled: bool = Field(
+        False,
+        description="Acknowledge OTLP requests once fsynced to the spool; a processor writes them.",
+    )
+    spool_dir: Path = Field(
+        Path("./driftline-data/spool"), description="Directory of the spool's segment files."
+    )
+    spool_max_bytes: int = Field(
+        1 << 30, gt=0, description="Unprocessed spool bytes before receivers answer 503."
+    )
+    spool_keep_s: float = Field(
+        86_400.0, ge=0, description="Seconds processed spool segments are kept (for replay)."
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -17,11 +17,14 @@ from collector.cost.prices import PriceTable
 from collector.errors import ConfigError
 from collector.ingest import feedback
 from collector.ingest.capture import CapturePolicies
-from collector.ingest.grpc_server import TraceService, start_grpc_server
+from collector.ingest.grpc_server import LogsService, TraceService, start_grpc_server
+from collector.ingest.log_join import LogJoiner
 from collector.ingest.normalize import CallRecord
 from collector.ingest.writer import BatchWriter
 from collector.scheduler import JobContext, Scheduler
 from collector.settings import Settings, is_loopback
+from collector.spool.log import Spool
+from collector.spool.processor import SpoolProcessor
 from collector.store import engine as store_engine
 from collector.telemetry.kpis import LLMKpis
 from collector.telemetry.metrics import IngestMetrics
@@ -79,6 +82,8 @@ def create_app(settings: Settings) -> FastAPI:
             max_batch_spans=settings.writer_max_batch_spans,
             max_text_chars=settings.max_text_chars,
         )
+        joiner = LogJoiner(engine, settings.max_text_chars)
+        writer.before_write.append(joiner.before_write)
         writer.start()
         keys = KeyStore(engine)
         capture = CapturePolicies(engine, settings.capture_content)
@@ -87,6 +92,24 @@ def create_app(settings: Settings) -> FastAPI:
             ensure_tenant(engine, DEV_TENANT)
         pending = feedback.has_pending(engine)
         state.extras["feedback_pending_tenants"] = pending
+        state.extras["log_joiner"] = joiner
+        processor = None
+        if settings.spool_enabled:
+            spool = Spool(settings.spool_dir, max_bytes=settings.spool_max_bytes)
+            processor = SpoolProcessor(
+                spool,
+                writer,
+                joiner=joiner,
+                capture_mode=capture.mode,
+                max_text_chars=settings.max_text_chars,
+                keep_s=settings.spool_keep_s,
+            )
+            processor.on_processed = metrics.spans_processed.inc
+            metrics.spool_bytes.set_function(lambda: spool.unprocessed_bytes)
+            metrics.spool_lag_seconds.set_function(processor.lag_seconds)
+            processor.start()
+            state.extras["spool"] = spool
+            state.extras["spool_processor"] = processor
 
         def link_feedback(tenant: str, records: list[CallRecord]) -> None:
             if tenant in pending:
@@ -116,8 +139,12 @@ def create_app(settings: Settings) -> FastAPI:
             servicer = TraceService(
                 writer, metrics, grpc_tenant, settings.max_text_chars, capture.mode
             )
+            servicer.spool = state.extras.get("spool")
+            logs_servicer = LogsService(joiner, writer, metrics, grpc_tenant, capture.mode)
+            logs_servicer.spool = servicer.spool
             grpc_server, state.grpc_port = start_grpc_server(
                 servicer,
+                logs_servicer,
                 settings.host,
                 settings.grpc_port,
                 max_message_bytes=settings.max_body_bytes,
@@ -135,6 +162,9 @@ def create_app(settings: Settings) -> FastAPI:
             await scheduler.stop()
             if grpc_server is not None:
                 grpc_server.stop(grace=5).wait(10)
+            if processor is not None:
+                processor.close()
+                processor.spool.close()
             writer.close()
             engine.dispose()
 

@@ -21,6 +21,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "keys": "driftline.commands:keys",
     "tenants": "driftline.commands:tenants",
     "retention": "driftline.commands:retention",
+    "spool": "driftline.commands:spool",
     "demo": "driftline.demo:demo",
     "serving": "serving.cli:serving",
     "gateway": "serving.cli:gateway",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import logging
+from pathlib import Path
 
 import click
 
@@ -228,3 +230,47 @@ def retention_apply(batch_size: int, database_url: str | None) -> None:
             click.echo(f"{tenant}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
     finally:
         eng.dispose()
+
+
+@click.group("spool")
+def spool() -> None:
+    """The durable spool of OTLP requests (DRIFTLINE_SPOOL_DIR)."""
+
+
+@spool.command("replay")
+@click.option(
+    "--since",
+    required=True,
+    help="Replay requests received at or after this time: ISO 8601 (UTC if no zone) or unix s.",
+)
+@click.option("--database-url", default=None)
+@click.option("--spool-dir", type=click.Path(path_type=Path), default=None)
+def spool_replay(since: str, database_url: str | None, spool_dir: Path | None) -> None:
+    """Re-derive call records from kept spool segments (idempotent)."""
+    from collector.cost.prices import PriceTable
+    from collector.spool.replay import replay
+
+    settings = load_settings(database_url=database_url, spool_dir=spool_dir)
+    try:
+        since_ns = int(float(since) * 1e9)
+    except ValueError:
+        try:
+            when = dt.datetime.fromisoformat(since)
+        except ValueError:
+            raise click.BadParameter(f"not ISO 8601 or unix seconds: {since!r}") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        since_ns = int(when.timestamp() * 1e9)
+    engine = store_engine.make_engine(settings.database_url)
+    try:
+        records, spans = replay(
+            settings.spool_dir,
+            engine,
+            PriceTable.load(settings.prices),
+            since_ns,
+            capture_default=settings.capture_content,
+            max_text_chars=settings.max_text_chars,
+        )
+    finally:
+        engine.dispose()
+    click.echo(f"replayed {records} requests, {spans} spans from {settings.spool_dir}")

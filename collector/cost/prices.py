@@ -25,12 +25,14 @@ _VENDOR_DOT_PREFIX = re.compile(r"^(anthropic|meta|amazon|cohere|mistral|ai21|us
 
 @dataclass(frozen=True, slots=True)
 class ModelPrice:
-    """USD per 1M tokens; a cache price of None falls back to the input price."""
+    """USD per 1M tokens; a cache price of None falls back to the input price, a reasoning
+    price of None to the output price."""
 
     input: float
     output: float
     cache_read_input: float | None = None
     cache_write_input: float | None = None
+    reasoning_output: float | None = None
 
 
 @functools.lru_cache(maxsize=4096)  # every span's model is looked up; a handful of names recur
@@ -74,6 +76,7 @@ def _parse_price(model: str, spec: Any, source: str) -> ModelPrice:
         output=out,
         cache_read_input=num("cache_read_input", "cached_input"),
         cache_write_input=num("cache_write_input", "cache_creation_input"),
+        reasoning_output=num("reasoning_output"),
     )
 
 
@@ -129,26 +132,46 @@ class PriceTable:
         return normalize_model_name(name) in self._prices
 
 
+def input_is_exclusive(
+    input_tokens: int, cached_input_tokens: int | None, cache_write_input_tokens: int | None
+) -> bool:
+    """True when cache reads plus writes exceed the input count: the provider reported input
+    *exclusive* of the cache (Anthropic's ``input_tokens``), not inclusive (OTel semconv:
+    ``gen_ai.usage.input_tokens`` SHOULD include cached tokens; OpenAI ``prompt_tokens``)."""
+    return (cached_input_tokens or 0) + (cache_write_input_tokens or 0) > input_tokens
+
+
 def token_cost(
     price: ModelPrice,
     input_tokens: int,
     output_tokens: int,
     cached_input_tokens: int | None = None,
     cache_write_input_tokens: int | None = None,
+    reasoning_output_tokens: int | None = None,
 ) -> float:
     """Cost in USD of one call.
 
-    ``input_tokens`` includes cached and cache-write tokens (OTel gen_ai semconv:
-    ``gen_ai.usage.input_tokens`` SHOULD include cached tokens), so::
+    Input is inclusive of cached and cache-write tokens (semconv) unless the cache counts exceed
+    it (:func:`input_is_exclusive`), when all of ``input_tokens`` is uncached. Output is
+    inclusive of reasoning tokens (semconv, OpenAI ``completion_tokens``) unless reasoning
+    exceeds it, when reasoning is billed on top. So, per 1e6 tokens::
 
-        cost = (input - cached - cache_write) * p_in + cached * p_cache_read
-               + cache_write * p_cache_write + output * p_out          (all / 1e6)
+        cost = uncached * p_in + cached * p_cache_read + cache_write * p_cache_write
+               + (output - reasoning) * p_out + reasoning * p_reasoning
+        uncached = input if exclusive else max(input - cached - cache_write, 0)
+        output - reasoning := output when reasoning exceeds output
     """
     cached = cached_input_tokens or 0
     written = cache_write_input_tokens or 0
-    uncached = max(input_tokens - cached - written, 0)
+    if input_is_exclusive(input_tokens, cached, written):
+        uncached = input_tokens
+    else:
+        uncached = input_tokens - cached - written
+    reasoning = reasoning_output_tokens or 0
+    visible = output_tokens if reasoning > output_tokens else output_tokens - reasoning
     p_read = price.cache_read_input if price.cache_read_input is not None else price.input
     p_write = price.cache_write_input if price.cache_write_input is not None else price.input
+    p_reason = price.reasoning_output if price.reasoning_output is not None else price.output
     total = uncached * price.input + cached * p_read + written * p_write
-    total += output_tokens * price.output
+    total += visible * price.output + reasoning * p_reason
     return total / PER_TOKENS

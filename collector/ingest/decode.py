@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
-import zlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +26,17 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from collector.errors import BodyTooLargeError, DecodeError, UnsupportedMediaError
+from collector.errors import DecodeError
+from collector.ingest.body import (  # noqa: F401 - re-exported: the receivers' one import
+    JSON,
+    PROTOBUF,
+    SUPPORTED_ENCODINGS,
+    content_encoding,
+    media_type,
+    read_body,
+)
 from collector.store.schema import SpanData
 
-PROTOBUF = "application/x-protobuf"
-JSON = "application/json"
-SUPPORTED_ENCODINGS = ("gzip", "x-gzip", "deflate", "identity")
 MAX_ERROR_MESSAGES = 20
 #: the store keeps times as signed 64-bit integers; OTLP sends fixed64 (unsigned)
 MAX_UNIX_NANO = 2**63 - 1
@@ -56,93 +60,6 @@ class DecodedBatch:
         more = self.rejected - len(self.errors)
         text = "; ".join(self.errors)
         return text + (f"; and {more} more" if more > 0 and self.errors else "")
-
-
-# --------------------------------------------------------------------------- body reading
-
-
-def media_type(content_type: str | None) -> str:
-    """The media type of a Content-Type header without parameters, lower case.
-
-    Raises:
-        UnsupportedMediaError: neither ``application/x-protobuf`` nor ``application/json``.
-    """
-    mt = (content_type or "").split(";", 1)[0].strip().lower()
-    if mt in (PROTOBUF, "application/protobuf"):
-        return PROTOBUF
-    if mt == JSON:
-        return JSON
-    raise UnsupportedMediaError(
-        f"unsupported Content-Type {content_type!r}: send {PROTOBUF} or {JSON}"
-    )
-
-
-def _decompressor(encoding: str) -> Any:
-    if encoding in ("gzip", "x-gzip"):
-        return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    if encoding == "deflate":
-        return zlib.decompressobj(wbits=zlib.MAX_WBITS)
-    return None
-
-
-def content_encoding(header: str | None) -> str:
-    """Normalise a Content-Encoding header; only one coding is accepted.
-
-    Raises:
-        UnsupportedMediaError: an encoding other than gzip, deflate or identity (HTTP 415).
-    """
-    enc = (header or "identity").strip().lower() or "identity"
-    if enc not in SUPPORTED_ENCODINGS:
-        raise UnsupportedMediaError(
-            f"unsupported Content-Encoding {header!r}: send gzip, deflate or identity"
-        )
-    return enc
-
-
-async def read_body(chunks: AsyncIterator[bytes], encoding: str, limit: int) -> bytes:
-    """Read and decompress a request body while streaming, never holding more than ``limit``.
-
-    Args:
-        chunks: the raw body as it arrives.
-        encoding: a value returned by :func:`content_encoding`.
-        limit: the largest decompressed body accepted, in bytes.
-
-    Raises:
-        BodyTooLargeError: more than ``limit`` bytes before or after decompression (HTTP 413).
-        DecodeError: the body could not be decompressed (HTTP 400).
-    """
-    d = _decompressor(encoding)
-    out = bytearray()
-    raw_total = 0
-    async for chunk in chunks:
-        if not chunk:
-            continue
-        raw_total += len(chunk)
-        if raw_total > limit:
-            raise BodyTooLargeError(f"request body exceeds the limit of {limit} bytes")
-        if d is None:
-            out += chunk
-            continue
-        data = chunk
-        while data:
-            try:
-                piece = d.decompress(data, limit - len(out) + 1)
-            except zlib.error as exc:
-                raise DecodeError(
-                    f"the body could not be decompressed as {encoding}: {exc}"
-                ) from None
-            out += piece
-            if len(out) > limit:
-                raise BodyTooLargeError(f"decompressed body exceeds the limit of {limit} bytes")
-            data = d.unconsumed_tail
-            if d.eof and d.unused_data:  # concatenated gzip members
-                data = d.unused_data
-                d = _decompressor(encoding)
-    if d is not None:
-        if raw_total and not d.eof:
-            raise DecodeError(f"the body could not be decompressed as {encoding}: truncated")
-        out += d.flush()
-    return bytes(out)
 
 
 # --------------------------------------------------------------------------- values
@@ -180,6 +97,57 @@ def _hex_id(raw: bytes, size: int) -> str | None:
     return raw.hex()
 
 
+def span_problem(span: Span) -> str | None:
+    """Why a span is rejected (a message naming the field), or None when it is valid: trace id
+    of 16 and span id of 8 bytes, not all zero; parent span id empty or 8 bytes; times that
+    fit a signed 64-bit integer. Cheap: no attribute is converted."""
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        return f"invalid traceId {span.trace_id.hex()!r}: must be 16 bytes and not all zero"
+    if len(span.span_id) != 8 or not any(span.span_id):
+        return (
+            f"invalid spanId {span.span_id.hex()!r} in trace {span.trace_id.hex()}: "
+            "must be 8 bytes and not all zero"
+        )
+    if span.parent_span_id and len(span.parent_span_id) != 8:
+        return (
+            f"invalid parentSpanId {span.parent_span_id.hex()!r} of span {span.span_id.hex()}: "
+            "must be empty or 8 bytes"
+        )
+    if max(span.start_time_unix_nano, span.end_time_unix_nano) > MAX_UNIX_NANO:
+        return f"span {span.span_id.hex()}: a time past 2262 does not fit a signed 64-bit integer"
+    return None
+
+
+def check_request(req: ExportTraceServiceRequest) -> tuple[int, DecodedBatch]:
+    """(valid spans, a batch holding only the rejections) of a parsed request: the receivers'
+    validation when the spool defers decoding (same rules as :func:`spans_from_request`)."""
+    batch = DecodedBatch()
+    valid = 0
+    for rs in req.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                problem = span_problem(span)
+                if problem is None:
+                    valid += 1
+                else:
+                    batch.reject(1, problem)
+    return valid, batch
+
+
+def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
+    """Parse a binary ``ExportTraceServiceRequest``.
+
+    Raises:
+        DecodeError: the bytes are not a valid protobuf message (HTTP 400).
+    """
+    req = ExportTraceServiceRequest()
+    try:
+        req.ParseFromString(body)
+    except (ProtoDecodeError, ValueError) as exc:
+        raise DecodeError(f"the body is not a valid OTLP protobuf message: {exc}") from None
+    return req
+
+
 def span_from_proto(
     span: Span, resource: dict[str, Any], scope_name: str | None, scope_version: str | None
 ) -> SpanData:
@@ -188,27 +156,12 @@ def span_from_proto(
     Raises:
         ValueError: invalid trace id, span id or parent span id (the message names it).
     """
-    trace_id = _hex_id(span.trace_id, 16)
-    if trace_id is None:
-        raise ValueError(
-            f"invalid traceId {span.trace_id.hex()!r}: must be 16 bytes and not all zero"
-        )
-    span_id = _hex_id(span.span_id, 8)
-    if span_id is None:
-        raise ValueError(
-            f"invalid spanId {span.span_id.hex()!r} in trace {trace_id}: "
-            "must be 8 bytes and not all zero"
-        )
-    parent: str | None = None
-    if span.parent_span_id:
-        if len(span.parent_span_id) != 8:
-            raise ValueError(
-                f"invalid parentSpanId {span.parent_span_id.hex()!r} of span {span_id}: "
-                "must be empty or 8 bytes"
-            )
-        parent = _hex_id(span.parent_span_id, 8)  # all-zero parent = root
-    if max(span.start_time_unix_nano, span.end_time_unix_nano) > MAX_UNIX_NANO:
-        raise ValueError(f"span {span_id}: a time past 2262 does not fit a signed 64-bit integer")
+    problem = span_problem(span)
+    if problem is not None:
+        raise ValueError(problem)
+    trace_id = span.trace_id.hex()
+    span_id = span.span_id.hex()
+    parent = _hex_id(span.parent_span_id, 8)  # all-zero parent = root
     return SpanData(
         trace_id=trace_id,
         span_id=span_id,
@@ -264,12 +217,7 @@ def decode_protobuf(body: bytes) -> DecodedBatch:
     Raises:
         DecodeError: the bytes are not a valid protobuf message (HTTP 400).
     """
-    req = ExportTraceServiceRequest()
-    try:
-        req.ParseFromString(body)
-    except (ProtoDecodeError, ValueError) as exc:
-        raise DecodeError(f"the body is not a valid OTLP protobuf message: {exc}") from None
-    return spans_from_request(req)
+    return spans_from_request(parse_protobuf(body))
 
 
 # --------------------------------------------------------------------------- OTLP/JSON

@@ -106,6 +106,16 @@ SESSION_KEYS = (
     "traceloop.association.properties.session_id",
 )
 STATUS_NAMES = {0: "unset", 1: "ok", 2: "error"}
+#: span events whose time is the arrival of the first streamed token: OpenLLMetry adds one
+#: ``gen_ai.content.completion.chunk`` (older: ``llm.content.completion.chunk``) per chunk,
+#: OpenInference one "First Token Stream Event" (docs/dialects.md, "TTFT")
+FIRST_TOKEN_EVENTS = frozenset(
+    {
+        "gen_ai.content.completion.chunk",
+        "llm.content.completion.chunk",
+        "First Token Stream Event",
+    }
+)
 
 
 def is_engine_span(span: SpanData) -> bool:
@@ -230,3 +240,21 @@ def llm_role(span: SpanData) -> str | None:
     if is_engine_span(span):
         return "engine"
     return "client" if classify_operation(span, span.attributes)[1] else None
+
+
+def ttft_from_events(span: SpanData) -> float | None:
+    """Time to first token, seconds: the earliest first-token event (:data:`FIRST_TOKEN_EVENTS`)
+    minus the span start; None when there is no such event, no start time, or the event is
+    timed before the span started (clock skew is not guessed at)."""
+    start = span.start_unix_nano
+    if not start or not span.events:
+        return None
+    earliest: int | None = None
+    for ev in span.events:
+        if ev.get("name") in FIRST_TOKEN_EVENTS:
+            t = ev.get("time_unix_nano")
+            if isinstance(t, int) and t > 0 and (earliest is None or t < earliest):
+                earliest = t
+    if earliest is None or earliest < start:
+        return None
+    return (earliest - start) / 1e9

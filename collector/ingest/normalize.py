@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from collector.cost.prices import PriceTable, token_cost
+from collector.cost.calls import call_cost
+from collector.cost.prices import PriceTable
 from collector.ingest import content
 from collector.ingest.dialects import (
     CACHE_READ_KEYS,
@@ -35,6 +36,7 @@ from collector.ingest.dialects import (
     detect_provider,
     detect_request_model,
     is_engine_span,
+    ttft_from_events,
 )
 from collector.ingest.values import (
     finish_reasons,
@@ -175,6 +177,8 @@ def extract(
     Latency attributes equal to -1 are vLLM's "missing" sentinel (→ None); other negative or
     non-finite durations → None and the flag ``invalid_timing``. The span duration is used for
     ``e2e_s`` when no ``gen_ai.latency.e2e`` is present, and only if end >= start > 0.
+    ``ttft_s`` comes from an attribute (:data:`~collector.ingest.dialects.TTFT_KEYS`) or, when
+    none is present, from the first-token span event with the flag ``ttft_from_event``.
     """
     attrs = span.attributes
     engine = is_engine_span(span)
@@ -217,6 +221,10 @@ def extract(
         error_type = "error"
 
     cost = to_float(first(attrs, ("gen_ai.usage.cost", "llm.cost.total")))
+    ttft_raw = first(attrs, TTFT_KEYS)
+    ttft = seconds(ttft_raw, flags) if ttft_raw is not None else ttft_from_events(span)
+    if ttft_raw is None and ttft is not None:
+        flags.add("ttft_from_event")
     return Extract(
         trace_id=span.trace_id,
         span_id=span.span_id,
@@ -245,7 +253,7 @@ def extract(
         prefill_s=seconds(attrs.get("gen_ai.latency.time_in_model_prefill"), flags),
         decode_s=seconds(attrs.get("gen_ai.latency.time_in_model_decode"), flags),
         inference_s=seconds(attrs.get("gen_ai.latency.time_in_model_inference"), flags),
-        ttft_s=seconds(first(attrs, TTFT_KEYS), flags),
+        ttft_s=ttft,
         e2e_s=e2e,
         itl_p50_s=seconds(attrs.get("driftline.itl.p50_s"), flags),
         itl_p95_s=seconds(attrs.get("driftline.itl.p95_s"), flags),
@@ -267,8 +275,7 @@ def finalize(ex: Extract, *, tenant: str, prices: PriceTable) -> CallRecord:
 
     ``tpot_s = (e2e_s - ttft_s) / (output_tokens - 1)`` (DESIGN.md; mean time per output token
     after the first), None when fewer than 2 output tokens or a term is unknown.
-    Cost: :func:`collector.cost.prices.token_cost`; None with flag ``usage_missing`` when a
-    token count is unknown, None with flag ``unpriced`` when the model has no price.
+    Cost and its flags: :func:`collector.cost.calls.call_cost`.
     Server-side latencies: the engine's values after :func:`~collector.ingest.merge.merge`;
     for an engine span that stands alone (no caller span), its own TTFT / e2e are server-side.
     """
@@ -281,26 +288,17 @@ def finalize(ex: Extract, *, tenant: str, prices: PriceTable) -> CallRecord:
             tpot = None
             flags.add("invalid_timing")
     model, price = prices.lookup(ex.response_model, ex.request_model)
-    cost: float | None = None
-    embeddings_ok = ex.operation == "embeddings" and ex.input_tokens is not None
-    if (ex.input_tokens is None or ex.output_tokens is None) and not embeddings_ok:
-        flags.add("usage_missing")
-    if price is None:
-        if ex.reported_cost_usd is not None:
-            cost = ex.reported_cost_usd
-            flags.add("cost_reported")
-        else:
-            flags.add("unpriced")
-    elif ex.input_tokens is not None and (
-        ex.output_tokens is not None or ex.operation == "embeddings"
-    ):
-        cost = token_cost(
-            price,
-            ex.input_tokens,
-            ex.output_tokens or 0,
-            ex.cached_input_tokens,
-            ex.cache_write_input_tokens,
-        )
+    cost, cost_flags = call_cost(
+        price,
+        operation=ex.operation,
+        input_tokens=ex.input_tokens,
+        output_tokens=ex.output_tokens,
+        cached_input_tokens=ex.cached_input_tokens,
+        cache_write_input_tokens=ex.cache_write_input_tokens,
+        reasoning_output_tokens=ex.reasoning_output_tokens,
+        reported_cost_usd=ex.reported_cost_usd,
+    )
+    flags |= cost_flags
     reasons = list(ex.finish_reasons) if ex.finish_reasons else None
     return CallRecord(
         tenant=tenant,

@@ -12,7 +12,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from collector.ingest.decode import DecodedBatch
-from collector.ingest.writer import BatchWriter, prepare, prepare_by_tenant
+from collector.ingest.log_join import LogJoiner
+from collector.ingest.logs import LogBatch
+from collector.ingest.prepare import prepare, prepare_by_tenant
+from collector.ingest.writer import BatchWriter
 from collector.store.schema import SpanData
 from collector.telemetry.metrics import IngestMetrics
 
@@ -83,3 +86,36 @@ def done(pending: Pending, *, metrics: IngestMetrics, transport: str) -> IngestO
     metrics.spans_received.labels(transport).inc(pending.outcome.accepted)
     metrics.write_seconds.labels(transport).observe(time.perf_counter() - pending.started)
     return pending.outcome
+
+
+def submit_logs(
+    batch: LogBatch,
+    *,
+    tenant: str,
+    joiner: LogJoiner,
+    writer: BatchWriter,
+    metrics: IngestMetrics,
+    transport: str,
+    capture_mode: str,
+) -> Future[int]:
+    """Store a decoded log batch and queue the join with spans already stored; count records.
+
+    Raises:
+        QueueFullError: the write queue is full. sqlalchemy.exc.OperationalError: store down.
+    """
+    fut = joiner.ingest(tenant, batch, capture_mode, writer)
+    count_logs(batch, metrics, transport)
+    return fut
+
+
+def count_logs(batch: LogBatch, metrics: IngestMetrics, transport: str) -> None:
+    """Count a request's log records by kind (``driftline_log_records_total``)."""
+    for kind, n in (
+        ("content", len(batch.content)),
+        ("evaluation", len(batch.evaluations)),
+        ("unjoinable", batch.unjoinable),
+        ("other", batch.other),
+        ("rejected", batch.rejected),
+    ):
+        if n:
+            metrics.log_records.labels(transport, kind).inc(n)

@@ -25,75 +25,17 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from collector.cost.prices import PriceTable
 from collector.errors import BadRequestError, QueueFullError, StoreUnavailableError
-from collector.ingest.capture import apply_policy
-from collector.ingest.merge import merge
-from collector.ingest.normalize import CallRecord, Extract, extract, finalize
+from collector.ingest.joins import Key, resolve_calls
+from collector.ingest.normalize import CallRecord, Extract, finalize
+from collector.ingest.prepare import Item
 from collector.store import bulk
 from collector.store.schema import CALL_COLUMNS, SpanData
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    """A decoded span and its LLM-call facts (None when it is not an LLM call); ``tenant``
-    overrides the tenant of the request it came in (a gateway key's span, see
-    :func:`collector.auth.span_tenant`); None: the request's tenant."""
-
-    span: SpanData
-    extract: Extract | None
-    tenant: str | None = None
-
-
-def prepare(
-    spans: Sequence[SpanData],
-    max_text_chars: int,
-    capture_mode: str = "full",
-    *,
-    tenant: str | None = None,
-) -> tuple[list[Item], list[str]]:
-    """Apply the tenant's content policy, then extract every span; a span whose
-    normalisation fails is returned as an error message instead. ``tenant``: the items'
-    tenant override (:attr:`Item.tenant`)."""
-    items: list[Item] = []
-    errors: list[str] = []
-    for s in spans:
-        try:
-            stored, redactions = apply_policy(s, capture_mode)
-            ex = extract(stored, max_text_chars=max_text_chars, redactions=redactions)
-            items.append(Item(stored, ex, tenant))
-        except Exception as exc:  # one bad span never loses its batch
-            log.warning("span %s/%s could not be normalised: %r", s.trace_id, s.span_id, exc)
-            errors.append(f"span {s.span_id} of trace {s.trace_id} could not be normalised: {exc}")
-    return items, errors
-
-
-def prepare_by_tenant(
-    spans: Sequence[SpanData],
-    max_text_chars: int,
-    *,
-    tenant: str,
-    tenant_of: Callable[[SpanData], str],
-    capture_mode_of: Callable[[str], str],
-) -> tuple[list[Item], list[str]]:
-    """:func:`prepare` for a request whose spans may belong to several tenants (a gateway
-    key's): ``tenant_of(span)`` decides each span's tenant, whose own content policy
-    (``capture_mode_of(tenant)``) applies; spans of another tenant than the request's
-    ``tenant`` carry it as their :attr:`Item.tenant`."""
-    groups: dict[str, list[SpanData]] = {}
-    for s in spans:
-        groups.setdefault(tenant_of(s), []).append(s)
-    items: list[Item] = []
-    errors: list[str] = []
-    for t, group in groups.items():
-        its, errs = prepare(
-            group, max_text_chars, capture_mode_of(t), tenant=None if t == tenant else t
-        )
-        items += its
-        errors += errs
-    return items, errors
+#: ``hook(connection, tenant, items) -> items`` run in the write transaction before the spans
+#: are written (e.g. joining log records that arrived before their span)
+BeforeWrite = Callable[[Connection, str, list["Item"]], list["Item"]]
 
 
 def _span_row(s: SpanData, tenant: str, role: str | None, received: int) -> tuple[object, ...]:
@@ -124,78 +66,6 @@ def _span_row(s: SpanData, tenant: str, role: str | None, received: int) -> tupl
 _call_row: Callable[[CallRecord], tuple[object, ...]] = operator.attrgetter(*CALL_COLUMNS)
 
 
-def resolve_calls(
-    conn: object, tenant: str, extracts: dict[Key, Extract], max_text_chars: int
-) -> tuple[list[Extract], list[Key], set[Key]]:
-    """Pair callers with their engine children (in this batch or already stored).
-
-    Returns the call extracts to upsert and the keys of standalone engine calls to delete
-    because they are now merged into their caller's record. Merges with a half that was
-    already stored produce a key in both lists' sense: the merged record *updates* a call.
-    """
-    clients = {k: e for k, e in extracts.items() if e.role == "client"}
-    engines = {k: e for k, e in extracts.items() if e.role == "engine"}
-    engine_by_parent = {
-        (e.trace_id, e.parent_span_id): e for e in engines.values() if e.parent_span_id
-    }
-    traces = {e.trace_id for e in clients.values()}
-    traces |= {e.trace_id for e in engines.values() if e.parent_span_id}
-    stored_clients: set[Key] = set()
-    stored_engine_by_parent: dict[Key, Key] = {}
-    for trace_id, span_id, parent, role in bulk.llm_span_index(conn, tenant, traces):  # type: ignore[arg-type]
-        if (trace_id, span_id) in extracts:
-            continue
-        if role == "client":
-            stored_clients.add((trace_id, span_id))
-        elif role == "engine" and parent:
-            stored_engine_by_parent[(trace_id, parent)] = (trace_id, span_id)
-
-    to_load: set[Key] = set()
-    pairs: list[tuple[Extract | Key, Extract | Key]] = []
-    singles: list[Extract] = []
-    merged_engines: set[Key] = set()
-    for key, c in clients.items():
-        child = engine_by_parent.get(key)
-        if child is not None:
-            pairs.append((c, child))
-            merged_engines.add((child.trace_id, child.span_id))
-        elif key in stored_engine_by_parent:
-            ek = stored_engine_by_parent[key]
-            to_load.add(ek)
-            pairs.append((c, ek))
-        else:
-            singles.append(c)
-    for key, e in engines.items():
-        if key in merged_engines:
-            continue
-        parent_key = (e.trace_id, e.parent_span_id or "")
-        if e.parent_span_id and parent_key in stored_clients:
-            to_load.add(parent_key)
-            pairs.append((parent_key, e))
-        else:
-            singles.append(e)
-
-    loaded: dict[Key, Extract] = {}
-    for key, span in bulk.load_spans(conn, tenant, to_load).items():  # type: ignore[arg-type]
-        ex = extract(span, max_text_chars=max_text_chars)
-        if ex is not None:
-            loaded[key] = ex
-    out = list(singles)
-    deletes: list[Key] = []
-    updated: set[Key] = set()
-    for client_ref, engine_ref in pairs:
-        cx = client_ref if isinstance(client_ref, Extract) else loaded.get(client_ref)
-        ex = engine_ref if isinstance(engine_ref, Extract) else loaded.get(engine_ref)
-        if cx is None or ex is None:  # the stored half is gone (retention); keep what we have
-            out.extend(x for x in (cx, ex) if x is not None)
-            continue
-        out.append(merge(cx, ex))
-        deletes.append((ex.trace_id, ex.span_id))
-        if not (isinstance(client_ref, Extract) and isinstance(engine_ref, Extract)):
-            updated.add((cx.trace_id, cx.span_id))
-    return out, deletes, updated
-
-
 def write_batch(
     bind: Engine | Connection,
     batches: Sequence[tuple[str, Sequence[Item]]],
@@ -203,6 +73,7 @@ def write_batch(
     *,
     max_text_chars: int = 1_000_000,
     received_unix_nano: int | None = None,
+    before_write: Sequence[BeforeWrite] = (),
 ) -> dict[str, list[CallRecord]]:
     """Write (tenant, items) batches in ONE transaction (an item's own :attr:`Item.tenant`
     overrides its batch's); returns the NEW call records written, by tenant (a record that
@@ -225,9 +96,9 @@ def write_batch(
     received = received_unix_nano or time.time_ns()
     if isinstance(bind, Connection):
         with bind.begin():
-            return _write_tenants(bind, by_tenant, prices, max_text_chars, received)
+            return _write_tenants(bind, by_tenant, prices, max_text_chars, received, before_write)
     with bind.begin() as conn:
-        return _write_tenants(conn, by_tenant, prices, max_text_chars, received)
+        return _write_tenants(conn, by_tenant, prices, max_text_chars, received, before_write)
 
 
 def _write_tenants(
@@ -236,9 +107,12 @@ def _write_tenants(
     prices: PriceTable,
     max_text_chars: int,
     received: int,
+    before_write: Sequence[BeforeWrite] = (),
 ) -> dict[str, list[CallRecord]]:
     written: dict[str, list[CallRecord]] = {}
     for tenant, items in by_tenant.items():
+        for hook in before_write:
+            items = hook(conn, tenant, items)
         span_rows: dict[Key, tuple[object, ...]] = {}
         extracts: dict[Key, Extract] = {}
         for it in items:
@@ -314,6 +188,7 @@ class BatchWriter:
     ) -> None:
         self._engine = engine
         self._after_commit = list(after_commit)
+        self.before_write: list[BeforeWrite] = []
         self._prices = prices
         self._max_queue = max_queue_spans
         self._max_batch = max_batch_spans
@@ -410,6 +285,7 @@ class BatchWriter:
                 [(j.tenant, j.items) for j in jobs],
                 self._prices,
                 max_text_chars=self._max_text_chars,
+                before_write=self.before_write,
             )
         except BaseException:
             self._drop_connection()  # whatever state the failure left it in

@@ -28,6 +28,10 @@ class IngestMetrics:
     requests_refused: Counter
     queue_spans: Gauge
     write_seconds: Histogram
+    log_records: Counter
+    spool_bytes: Gauge
+    spool_lag_seconds: Gauge
+    spans_processed: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> IngestMetrics:
@@ -64,6 +68,26 @@ class IngestMetrics:
                 "Time from a decoded OTLP request to its durable commit, in seconds.",
                 ["transport"],
                 buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+                registry=reg,
+            ),
+            log_records=Counter(
+                "driftline_log_records",
+                "OTLP log records received, by kind: content (joined to its call), evaluation,"
+                " unjoinable (gen_ai content without span ids), other (not stored), rejected.",
+                ["transport", "kind"],
+                registry=reg,
+            ),
+            spool_bytes=Gauge(
+                "driftline_spool_bytes", "Spooled bytes not yet in the store.", registry=reg
+            ),
+            spool_lag_seconds=Gauge(
+                "driftline_spool_lag_seconds",
+                "Age of the oldest spooled request not yet in the store, in seconds.",
+                registry=reg,
+            ),
+            spans_processed=Counter(
+                "driftline_spool_spans_processed",
+                "Spans written from the spool to the store (rate = processed spans/s).",
                 registry=reg,
             ),
         )

@@ -35,6 +35,10 @@ def healthz(state: State) -> Any:
         "write_queue_spans": state.writer.queued_spans,
         "grpc_port": state.grpc_port,
     }
+    processor = state.extras.get("spool_processor")
+    if processor is not None:
+        body["spool_bytes"] = processor.spool.unprocessed_bytes
+        body["spool_lag_s"] = processor.lag_seconds()
     return JSONResponse(body, status_code=200 if db == "ok" else 503)
 
 

@@ -1,6 +1,9 @@
-"""OTLP/HTTP trace receiver: ``POST /v1/traces`` (protobuf or JSON, gzip/deflate/identity).
+"""OTLP/HTTP receivers: ``POST /v1/traces`` and ``POST /v1/logs`` (protobuf or JSON,
+gzip/deflate/identity).
 
-The route validates and enqueues; it answers only after the spans are committed.
+The route authenticates, checks type and size, decodes and validates; with the spool on
+(``DRIFTLINE_SPOOL_ENABLED``) it answers once the request is fsynced to the spool, else once
+its spans are committed to the store.
 Status codes: 200 (+ ``partialSuccess`` for rejected spans), 400 undecodable, 413 over the
 size limit after decompression, 415 unsupported type/encoding, 503 + Retry-After when the
 write queue is full or the store is down. Source: opentelemetry-proto ``docs/specification.md``.
@@ -9,10 +12,15 @@ write queue is full or the store is down. Source: opentelemetry-proto ``docs/spe
 from __future__ import annotations
 
 import asyncio
+import time
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
@@ -22,8 +30,11 @@ from collector.auth import ForbiddenError, span_tenant
 from collector.errors import BodyTooLargeError, CollectorError
 from collector.ingest import decode as codec
 from collector.ingest import service
+from collector.ingest.log_join import LogJoiner
+from collector.ingest.logs import decode_logs
+from collector.spool.log import LOGS_JSON, LOGS_PROTOBUF, TRACES_JSON, TRACES_PROTOBUF, Spool
 from collector.store.schema import SpanData
-from driftline.api.deps import CurrentPrincipal, State
+from driftline.api.deps import AppState, CurrentPrincipal, IngestTenant, State
 
 router = APIRouter()
 
@@ -41,26 +52,94 @@ def otlp_response(media: str, rejected: int, message: str) -> Response:
     return Response(json_format.MessageToJson(resp, indent=None), 200, media_type=codec.JSON)
 
 
-@router.post("/v1/traces", tags=["otlp"], summary="OTLP/HTTP trace export")
-async def export_traces(request: Request, state: State, principal: CurrentPrincipal) -> Response:
-    """Spans are stored under the key's tenant; a ``gateway`` key's spans under the tenant
-    their ``driftline.tenant`` names when the key may speak for it
-    (:func:`collector.auth.span_tenant`)."""
-    if not principal.allows("ingest"):
-        raise ForbiddenError(f"this API key (role {principal.role}) may not ingest")
-    tenant = principal.tenant
-
-    def tenant_of(span: SpanData) -> str:
-        return span_tenant(principal, span.attributes)
-
+async def _read(request: Request, state: State) -> tuple[str, bytes]:
+    """(media type, decompressed body) of an OTLP/HTTP request, within the size limit."""
     media = codec.media_type(request.headers.get("content-type"))
     encoding = codec.content_encoding(request.headers.get("content-encoding"))
     limit = state.settings.max_body_bytes
     declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and encoding == "identity" and int(declared) > limit:
+        raise BodyTooLargeError(f"request body of {declared} bytes exceeds {limit} bytes")
+    return media, await codec.read_body(request.stream(), encoding, limit)
+
+
+@router.post("/v1/logs", tags=["otlp"], summary="OTLP/HTTP log export")
+async def export_logs(request: Request, state: State, tenant: IngestTenant) -> Response:
+    """gen_ai content records are joined to their span's call record; evaluation results are
+    stored as external scores; other records are counted, not stored."""
     try:
-        if declared and declared.isdigit() and encoding == "identity" and int(declared) > limit:
-            raise BodyTooLargeError(f"request body of {declared} bytes exceeds {limit} bytes")
-        body = await codec.read_body(request.stream(), encoding, limit)
+        media, body = await _read(request, state)
+        batch = decode_logs(body, media)
+        joiner: LogJoiner = state.extras["log_joiner"]
+        spool: Spool | None = state.extras.get("spool")
+        if spool is not None and (batch.content or batch.evaluations):
+            kind = LOGS_PROTOBUF if media == codec.PROTOBUF else LOGS_JSON
+            fut = spool.append(kind, tenant, body, time.time_ns())
+            service.count_logs(batch, state.metrics, "http")
+        else:
+            fut = await asyncio.to_thread(
+                service.submit_logs,
+                batch,
+                tenant=tenant,
+                joiner=joiner,
+                writer=state.writer,
+                metrics=state.metrics,
+                transport="http",
+                capture_mode=state.capture.mode(tenant),
+            )
+        await asyncio.wrap_future(fut)
+    except CollectorError as exc:
+        state.metrics.requests_refused.labels("http", type(exc).__name__).inc()
+        raise
+    resp = ExportLogsServiceResponse()
+    if batch.rejected:
+        resp.partial_success.CopyFrom(
+            ExportLogsPartialSuccess(
+                rejected_log_records=batch.rejected, error_message=batch.error_message
+            )
+        )
+    if media == codec.PROTOBUF:
+        return Response(resp.SerializeToString(), 200, media_type=codec.PROTOBUF)
+    return Response(json_format.MessageToJson(resp, indent=None), 200, media_type=codec.JSON)
+
+
+async def _spool_traces(
+    spool: Spool, state: AppState, tenant: str, media: str, body: bytes
+) -> Response:
+    """Validate (protobuf: ids and times only, no attribute converted), append, fsync, answer."""
+    if media == codec.PROTOBUF:
+        valid, batch = codec.check_request(codec.parse_protobuf(body))
+        kind = TRACES_PROTOBUF
+    else:
+        batch = codec.decode(body, media)
+        valid, kind = len(batch.spans), TRACES_JSON
+    if valid:
+        await asyncio.wrap_future(spool.append(kind, tenant, body, time.time_ns()))
+    if batch.rejected:
+        state.metrics.spans_rejected.labels("http", "invalid_span").inc(batch.rejected)
+    state.metrics.spans_received.labels("http").inc(valid)
+    return otlp_response(media, batch.rejected, batch.error_message)
+
+
+@router.post("/v1/traces", tags=["otlp"], summary="OTLP/HTTP trace export")
+async def export_traces(request: Request, state: State, principal: CurrentPrincipal) -> Response:
+    """Spans are stored under the key's tenant; a ``gateway`` key's spans under the tenant
+    their ``driftline.tenant`` names when the key may speak for it
+    (:func:`collector.auth.span_tenant`). A gateway key's requests bypass the spool (its
+    records carry one tenant per request) and are answered after the store commit."""
+    if not principal.allows("ingest"):
+        raise ForbiddenError(f"this API key (role {principal.role}) may not ingest")
+    tenant = principal.tenant
+    gateway = principal.role == "gateway"
+
+    def tenant_of(span: SpanData) -> str:
+        return span_tenant(principal, span.attributes)
+
+    try:
+        media, body = await _read(request, state)
+        spool: Spool | None = state.extras.get("spool")
+        if spool is not None and not gateway:  # durable on fsync; the processor writes
+            return await _spool_traces(spool, state, tenant, media, body)
         batch = codec.decode(body, media)
         pending = service.submit(
             batch,
@@ -70,7 +149,7 @@ async def export_traces(request: Request, state: State, principal: CurrentPrinci
             transport="http",
             max_text_chars=state.settings.max_text_chars,
             capture_mode=state.capture.mode(tenant),
-            tenant_of=tenant_of if principal.role == "gateway" else None,
+            tenant_of=tenant_of if gateway else None,
             capture_mode_of=state.capture.mode,
         )
         await asyncio.wrap_future(pending.future)

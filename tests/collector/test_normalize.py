@@ -355,3 +355,59 @@ def test_model_from_span_name_and_invocation_parameters() -> None:
         name="x",
     )
     assert r2.request_model == "gpt-4o"
+
+
+def test_openlit_zero_cost_for_an_unpriced_model_is_unknown() -> None:
+    r = rec(
+        {
+            "gen_ai.request.model": "my-model",
+            "gen_ai.usage.input_tokens": 12,
+            "gen_ai.usage.output_tokens": 3,
+            "gen_ai.usage.cost": 0,
+            "gen_ai.application_name": "app",
+        },
+        scope="openlit.otel.tracing",
+    )
+    assert r.dialect == "openlit" and r.cost_usd is None
+    assert {"unpriced", "reported_cost_ignored"} <= set(r.flags)
+
+
+def _chunk(at_s: float, name: str = "gen_ai.content.completion.chunk") -> dict[str, Any]:
+    return {"name": name, "time_unix_nano": T0 + int(at_s * 1e9), "attributes": {}}
+
+
+@pytest.mark.parametrize(
+    ("attrs", "scope", "events", "dialect"),
+    [
+        (  # OpenLLMetry: one chunk event per streamed chunk
+            {
+                "llm.request.type": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "llm.is_streaming": True,
+            },
+            "opentelemetry.instrumentation.openai.v1",
+            [_chunk(0.40), _chunk(0.25), _chunk(0.60)],
+            "openllmetry",
+        ),
+        (  # OpenInference: one first-token event
+            {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o"},
+            "openinference.instrumentation.openai",
+            [_chunk(0.25, "First Token Stream Event")],
+            "openinference",
+        ),
+    ],
+)
+def test_ttft_from_the_first_token_event(
+    attrs: dict[str, Any], scope: str, events: list[dict[str, Any]], dialect: str
+) -> None:
+    r = rec(attrs, scope=scope, events=events, name="ChatCompletion")
+    assert r.dialect == dialect
+    assert r.ttft_s == pytest.approx(0.25) and "ttft_from_event" in r.flags
+
+
+def test_ttft_attribute_wins_over_the_event_and_a_skewed_event_is_ignored() -> None:
+    base = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
+    r = rec({**base, "gen_ai.response.time_to_first_chunk": 0.1}, events=[_chunk(0.3)])
+    assert r.ttft_s == pytest.approx(0.1) and "ttft_from_event" not in r.flags
+    early = rec(base, events=[_chunk(-0.5)])
+    assert early.ttft_s is None and "ttft_from_event" not in early.flags

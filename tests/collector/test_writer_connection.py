@@ -8,12 +8,11 @@ import pytest
 from sqlalchemy import text
 
 from collector.cost.prices import PriceTable
+from collector.ingest.prepare import Item, prepare
 from collector.ingest.writer import (
     WRITER_SQLITE_AUTOCHECKPOINT_PAGES,
     WRITER_SQLITE_CACHE_KIB,
     BatchWriter,
-    Item,
-    prepare,
     write_batch,
     writer_connection,
 )

@@ -27,13 +27,16 @@ from tests.conftest import wait_for
 Key = tuple[str, str]
 
 
-def start_collector(db_url: str, port: int) -> subprocess.Popen[bytes]:
-    """Start ``python -m driftline.cli collector --dev`` on ``db_url`` and wait for /healthz.
+def start_collector(
+    db_url: str, port: int, env_extra: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``python -m driftline.cli collector --dev`` on ``db_url`` (plus ``env_extra``
+    settings, e.g. the spool) and wait for /healthz.
 
     Raises:
         AssertionError: the process exited, or was not healthy within 60 s.
     """
-    env = {**os.environ, "DRIFTLINE_DATABASE_URL": db_url}
+    env = {**os.environ, "DRIFTLINE_DATABASE_URL": db_url, **(env_extra or {})}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -60,7 +63,7 @@ def start_collector(db_url: str, port: int) -> subprocess.Popen[bytes]:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
             return False
 
-    wait_for(up, timeout_s=60)
+    wait_for(up, timeout_s=180)  # start-up imports take ~45 s on a busy shared 2-core machine
     return proc
 
 

@@ -1,0 +1,264 @@
+"""Append-only spool of OTLP requests with group-commit fsync.
+
+Records are appended to segment files ``<base offset>.seg`` in one directory; an offset is a
+byte position in the concatenation of all segments. :meth:`Spool.append` returns a future
+that resolves once the record is on disk (``os.fsync`` of the segment, one per group of
+concurrent appends), so an acknowledgement sent after it survives ``kill -9`` and power loss.
+The processor's position is the ``offset`` file (written to a temporary file, fsynced and
+renamed: atomic). On open, a torn record at the end (a crash mid-append, never acknowledged)
+is cut off.
+
+Record layout (big-endian): ``u32 length of the rest | u32 crc32 of the rest |`` rest =
+``i64 receive time (unix ns) | u8 kind | u16 tenant length | tenant (utf-8) | body``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+from collector.errors import QueueFullError
+
+log = logging.getLogger(__name__)
+
+_HEAD = struct.Struct(">II")
+_META = struct.Struct(">qBH")
+#: record kinds: what the body is
+TRACES_PROTOBUF, TRACES_JSON, LOGS_PROTOBUF, LOGS_JSON = 0, 1, 2, 3
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One spooled request; ``end`` is the offset just after it (commit it when done)."""
+
+    end: int
+    received_unix_nano: int
+    kind: int
+    tenant: str
+    body: bytes
+
+
+class SpoolFullError(QueueFullError):
+    """The spool holds ``max_bytes`` not yet processed (HTTP 503 / gRPC RESOURCE_EXHAUSTED)."""
+
+
+def encode(received_unix_nano: int, kind: int, tenant: str, body: bytes) -> bytes:
+    t = tenant.encode()
+    rest = _META.pack(received_unix_nano, kind, len(t)) + t + body
+    return _HEAD.pack(len(rest), zlib.crc32(rest)) + rest
+
+
+def _records(data: bytes, base: int) -> Iterator[tuple[int, Record]]:
+    """(start offset, record) of the valid records of one segment's bytes, stopping at the
+    first torn or corrupt one."""
+    pos = 0
+    while pos + _HEAD.size <= len(data):
+        length, crc = _HEAD.unpack_from(data, pos)
+        rest = data[pos + _HEAD.size : pos + _HEAD.size + length]
+        if len(rest) < length or zlib.crc32(rest) != crc or length < _META.size:
+            return
+        received, kind, tlen = _META.unpack_from(rest)
+        tenant = rest[_META.size : _META.size + tlen].decode()
+        end = pos + _HEAD.size + length
+        yield base + pos, Record(base + end, received, kind, tenant, rest[_META.size + tlen :])
+        pos = end
+
+
+class Spool:
+    """The spool in ``directory``.
+
+    Args:
+        max_bytes: unprocessed bytes at most; beyond, :meth:`append` raises SpoolFullError.
+        segment_bytes: a new segment file is started past this size.
+    """
+
+    def __init__(
+        self, directory: Path, *, max_bytes: int = 1 << 30, segment_bytes: int = 64 << 20
+    ) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
+        self.segment_bytes = segment_bytes
+        self._cond = threading.Condition()
+        self._pending: list[tuple[bytes, Future[int]]] = []
+        self._closing = False
+        self.committed = self._read_offset()
+        self._open_tail()
+        self.durable_end = self._end
+        self.oldest_unprocessed_ns: int | None = None
+        self._thread = threading.Thread(target=self._run, name="driftline-spool", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ files
+    def segments(self) -> list[tuple[int, Path]]:
+        """(base offset, path) of every segment, oldest first."""
+        out = [(int(p.stem), p) for p in self.dir.glob("*.seg") if p.stem.isdigit()]
+        return sorted(out)
+
+    def _open_tail(self) -> None:
+        segs = self.segments()
+        if not segs:
+            base = self.committed
+            path = self.dir / f"{base:020d}.seg"
+            path.touch()
+            segs = [(base, path)]
+        base, path = segs[-1]
+        data = path.read_bytes()
+        valid = 0
+        for _start, rec in _records(data, base):
+            valid = rec.end - base
+        if valid < len(data):  # a torn append: never acknowledged
+            log.warning("spool: cutting %d torn bytes off %s", len(data) - valid, path.name)
+            with open(path, "r+b") as f:
+                f.truncate(valid)
+                os.fsync(f.fileno())
+        self._base = base
+        self._file = open(path, "ab")  # noqa: SIM115 - kept open for appends
+        self._end = base + valid
+
+    def _read_offset(self) -> int:
+        try:
+            return int((self.dir / "offset").read_text().strip() or 0)
+        except FileNotFoundError:
+            segs = self.segments()
+            return segs[0][0] if segs else 0
+
+    def commit(self, offset: int) -> None:
+        """Record that everything before ``offset`` is in the store (atomic, durable)."""
+        tmp = self.dir / "offset.tmp"
+        with open(tmp, "w") as f:
+            f.write(str(offset))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.dir / "offset")
+        with self._cond:
+            self.committed = offset
+
+    # ------------------------------------------------------------------ appends
+    @property
+    def unprocessed_bytes(self) -> int:
+        return self.durable_end - self.committed
+
+    def append(self, kind: int, tenant: str, body: bytes, received_unix_nano: int) -> Future[int]:
+        """Queue a record; the future resolves (to its end offset) once it is fsynced.
+
+        Raises:
+            SpoolFullError: ``max_bytes`` unprocessed already (retry after a second).
+        """
+        data = encode(received_unix_nano, kind, tenant, body)
+        fut: Future[int] = Future()
+        with self._cond:
+            if self._closing:
+                raise SpoolFullError("the collector is shutting down", retry_after_s=5)
+            queued = sum(len(d) for d, _ in self._pending)
+            if self._end + queued + len(data) - self.committed > self.max_bytes:
+                raise SpoolFullError(
+                    f"spool full ({self._end - self.committed} bytes not yet processed)",
+                    retry_after_s=1,
+                )
+            self._pending.append((data, fut))
+            self._cond.notify_all()
+        return fut
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closing:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                group, self._pending = self._pending, []
+            try:
+                ends = []
+                for data, _ in group:
+                    if self._end - self._base > self.segment_bytes:
+                        self._roll()
+                    self._file.write(data)
+                    self._end += len(data)
+                    ends.append(self._end)
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            except OSError as exc:
+                log.error("spool write failed: %s", exc)
+                for _, fut in group:
+                    fut.set_exception(SpoolFullError(f"spool write failed: {exc}", retry_after_s=5))
+                continue
+            with self._cond:
+                self.durable_end = self._end
+                self._cond.notify_all()
+            for (_, fut), end in zip(group, ends, strict=True):
+                fut.set_result(end)
+
+    def _roll(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        self._base = self._end
+        self._file = open(self.dir / f"{self._base:020d}.seg", "ab")  # noqa: SIM115
+        dfd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(dfd)  # the new file's directory entry
+        finally:
+            os.close(dfd)
+
+    # ------------------------------------------------------------------ reads
+    def read(self, offset: int, max_bytes: int = 8 << 20) -> list[Record]:
+        """Durable records from ``offset`` (a record boundary) on: those that start within the
+        next ``max_bytes`` bytes of its segment, at least one when there is one."""
+        end = self.durable_end
+        if offset >= end:
+            return []
+        segs = self.segments()
+        for i, (base, path) in enumerate(segs):
+            nxt = segs[i + 1][0] if i + 1 < len(segs) else end
+            if not base <= offset < nxt:
+                continue
+            limit = min(nxt, end) - offset
+            with open(path, "rb") as f:
+                f.seek(offset - base)
+                data = f.read(min(limit, max_bytes))
+                out = [rec for _s, rec in _records(data, offset)]
+                if not out and len(data) < limit:  # one record larger than max_bytes
+                    data += f.read(limit - len(data))
+                    out = [rec for _s, rec in _records(data, offset)]
+            return out
+        return []
+
+    def wait(self, offset: int, timeout_s: float) -> bool:
+        """Wait until data past ``offset`` is durable; True if there is some."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.durable_end > offset, timeout_s)
+
+    def replay(self, since_unix_nano: int) -> Iterator[Record]:
+        """Every record kept, received at or after ``since_unix_nano``, oldest first."""
+        for base, path in self.segments():
+            for _start, rec in _records(path.read_bytes(), base):
+                if rec.end <= self.durable_end and rec.received_unix_nano >= since_unix_nano:
+                    yield rec
+
+    def prune(self, keep_s: float) -> int:
+        """Delete processed segments older than ``keep_s`` seconds; returns how many."""
+        n = 0
+        segs = self.segments()
+        cutoff = time.time() - keep_s
+        for (_base, path), (next_base, _) in itertools.pairwise(segs):
+            if next_base <= self.committed and path.stat().st_mtime < cutoff:
+                path.unlink()
+                n += 1
+        return n
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(10)
+        self._file.close()

@@ -1,0 +1,1 @@
+"""Apps instrumented by real third-party libraries, run in their own virtual environments."""

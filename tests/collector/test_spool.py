@@ -1,0 +1,187 @@
+"""The durable spool: append/fsync/read/commit, torn tails, bounds, replay, retention; and the
+collector with the spool on (acknowledged on fsync, processed into the store)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from fastapi.testclient import TestClient
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from sqlalchemy import text
+
+from collector.cost.prices import PriceTable
+from collector.ingest.writer import BatchWriter
+from collector.spool.log import TRACES_JSON, TRACES_PROTOBUF, Spool, SpoolFullError
+from collector.spool.processor import SpoolProcessor, process
+from collector.spool.replay import replay
+from collector.store import engine as store_engine
+from driftline.app import create_app
+from tests.collector.test_otlp_http import PB, pb_request
+from tests.conftest import PRICE_FIXTURE, LiveCollector, free_port, make_settings, wait_for
+
+
+def test_append_read_commit_and_reopen(tmp_path: Path) -> None:
+    sp = Spool(tmp_path, segment_bytes=100)
+    ends = [sp.append(TRACES_PROTOBUF, "t1", bytes([i]) * 60, 1000 + i).result(5) for i in range(5)]
+    assert len(sp.segments()) >= 3  # rolled past segment_bytes
+    recs = sp.read(0)
+    assert [r.body for r in recs][:1] == [bytes([0]) * 60]
+    got = []
+    offset = 0
+    while recs := sp.read(offset, 1):
+        got.extend(recs)
+        offset = recs[-1].end
+    assert [r.end for r in got] == ends and [r.received_unix_nano for r in got][-1] == 1004
+    assert {r.tenant for r in got} == {"t1"}
+    sp.commit(ends[1])
+    sp.close()
+    again = Spool(tmp_path, segment_bytes=100)
+    assert again.committed == ends[1]
+    assert [r.end for r in again.read(again.committed, 10_000)][:1] == [ends[2]]
+    assert [r.received_unix_nano for r in again.replay(1003)] == [1003, 1004]
+    again.close()
+
+
+def test_torn_tail_is_cut_and_appends_continue(tmp_path: Path) -> None:
+    sp = Spool(tmp_path)
+    end = sp.append(TRACES_JSON, "t", b"{}", 1).result(5)
+    sp.close()
+    (_base, path), *_ = Spool(tmp_path).segments()[-1:]
+    with open(path, "ab") as f:  # a crash mid-append: half a record
+        f.write(b"\x00\x00\x01\x00garbage")
+    sp = Spool(tmp_path)
+    assert os.path.getsize(path) == end and sp.durable_end == end
+    end2 = sp.append(TRACES_JSON, "t", b"[]", 2).result(5)
+    assert [r.body for r in sp.read(0)] == [b"{}", b"[]"] and end2 > end
+    sp.close()
+
+
+def test_full_spool_refuses_until_processed(tmp_path: Path) -> None:
+    sp = Spool(tmp_path, max_bytes=200)
+    end = sp.append(TRACES_PROTOBUF, "t", b"x" * 150, 1).result(5)
+    with pytest.raises(SpoolFullError) as err:
+        sp.append(TRACES_PROTOBUF, "t", b"x" * 150, 2)
+    assert err.value.retry_after_s == 1
+    sp.commit(end)
+    sp.append(TRACES_PROTOBUF, "t", b"x" * 150, 3).result(5)
+    sp.close()
+
+
+def test_prune_keeps_unprocessed_and_recent_segments(tmp_path: Path) -> None:
+    sp = Spool(tmp_path, segment_bytes=10)
+    ends = [sp.append(TRACES_PROTOBUF, "t", b"y" * 20, i).result(5) for i in range(4)]
+    sp.commit(ends[1])
+    assert sp.prune(keep_s=3600) == 0  # processed but recent
+    old = time.time() - 7200
+    for _b, p in sp.segments():
+        os.utime(p, (old, old))
+    assert sp.prune(keep_s=3600) == 2  # the two processed segments only
+    assert [r.end for r in sp.read(sp.committed)][:1] == [ends[2]]
+    sp.close()
+
+
+def test_collector_with_spool_acks_then_processes(tmp_path: Path) -> None:
+    settings = make_settings(
+        f"sqlite:///{tmp_path}/d.db",
+        grpc_enabled=False,
+        spool_enabled=True,
+        spool_dir=tmp_path / "sp",
+    )
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/v1/traces", content=pb_request(5, bad=1), headers=PB)
+        assert r.status_code == 200
+        calls = wait_for(lambda: len(client.get("/api/v1/calls").json()["items"]) == 5)
+        assert calls
+        wait_for(lambda: client.get("/healthz").json()["spool_bytes"] == 0)
+        health = client.get("/healthz").json()
+        assert health["spool_lag_s"] == 0.0
+        metrics = client.get("/metrics").text
+        assert "driftline_spool_bytes 0.0" in metrics
+        assert "driftline_spool_spans_processed_total 5.0" in metrics
+        # the same request again: upserted, not duplicated
+        assert client.post("/v1/traces", content=pb_request(5), headers=PB).status_code == 200
+        wait_for(lambda: client.get("/healthz").json()["spool_bytes"] == 0)
+        assert len(client.get("/api/v1/calls").json()["items"]) == 5
+
+
+def test_full_spool_answers_503_with_retry_after(tmp_path: Path) -> None:
+    settings = make_settings(
+        f"sqlite:///{tmp_path}/d.db",
+        grpc_enabled=False,
+        spool_enabled=True,
+        spool_dir=tmp_path / "sp",
+        spool_max_bytes=100,
+    )
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/v1/traces", content=pb_request(20), headers=PB)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+
+
+def test_processor_crash_before_offset_commit_duplicates_nothing_and_replay_is_idempotent(
+    tmp_path: Path,
+) -> None:
+    """The processor writes a batch and dies before recording its offset: the next processor
+    writes it again (upsert), and ``driftline spool replay`` re-derives the same rows."""
+    db = f"sqlite:///{tmp_path}/d.db"
+    store_engine.upgrade(db)
+    engine = store_engine.make_engine(db)
+    prices = PriceTable.load(PRICE_FIXTURE)
+    sp = Spool(tmp_path / "sp")
+    for tb in (1, 2):
+        sp.append(TRACES_PROTOBUF, "t", pb_request(3, trace_byte=tb), time.time_ns()).result(5)
+    writer = BatchWriter(engine, prices)
+    writer.start()
+    futures, spans = process(
+        sp.read(0), writer=writer, joiner=None, capture_mode=lambda _t: "full", max_text_chars=100
+    )
+    assert spans == 6 and all(f.result(10) for f in futures)
+    assert sp.committed == 0  # "crashed" before sp.commit
+    proc = SpoolProcessor(sp, writer, joiner=None, capture_mode=lambda _t: "full")
+    proc.start()
+    wait_for(lambda: sp.unprocessed_bytes == 0)
+    proc.close()
+    writer.close()
+    sp.close()
+    count = "SELECT count(*), count(DISTINCT trace_id || span_id) FROM llm_calls"
+    with engine.connect() as conn:
+        assert tuple(conn.execute(text(count)).one()) == (6, 6)
+    assert replay(tmp_path / "sp", engine, prices, 0) == (2, 6)
+    with engine.connect() as conn:
+        assert tuple(conn.execute(text(count)).one()) == (6, 6)
+    engine.dispose()
+
+
+def test_grpc_with_spool_acks_processes_and_refuses_when_full(tmp_path: Path) -> None:
+    """gRPC: accepted spans reach the store; a full spool answers RESOURCE_EXHAUSTED with a
+    ``google.rpc.RetryInfo`` in ``grpc-status-details-bin`` (OTLP: retryable only then)."""
+    settings = make_settings(
+        f"sqlite:///{tmp_path}/d.db",
+        http_port=free_port(),
+        spool_enabled=True,
+        spool_dir=tmp_path / "sp",
+        spool_max_bytes=4000,
+    )
+    lc = LiveCollector(settings).start()
+    try:
+        with grpc.insecure_channel(lc.grpc_endpoint) as channel:
+            stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+            req = ExportTraceServiceRequest.FromString(pb_request(3, bad=1))
+            resp = stub.Export(req, timeout=30)
+            assert resp.partial_success.rejected_spans == 1
+            wait_for(lambda: len(lc.calls()) == 3)
+            big = ExportTraceServiceRequest.FromString(pb_request(60, trace_byte=9))
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Export(big, timeout=30)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        details = dict(err.value.trailing_metadata() or ())["grpc-status-details-bin"]
+        status = status_pb2.Status.FromString(details)
+        info = error_details_pb2.RetryInfo()
+        assert status.details[0].Unpack(info) and info.retry_delay.seconds == 1
+    finally:
+        lc.stop()
