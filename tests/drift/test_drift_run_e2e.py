@@ -173,7 +173,7 @@ def test_topic_shift_flags_input_length_and_embeddings_and_stationary_does_not(
     assert shifted["reference"]["kind"] == "range"
     tokens = _result(shifted, "input_tokens")
     assert tokens["segment"] is None or tokens["segment_keys"]["model"] == "gpt-4o"
-    assert tokens["method"] == "ks" and tokens["drifted"] is True
+    assert tokens["method"] == "block_rank_t" and tokens["drifted"] is True
     assert tokens["pvalue"] < 1e-6 and tokens["effect_kind"] == "normed_wasserstein"
     assert tokens["current_summary"]["mean"] > 3 * tokens["reference_summary"]["mean"]
     hist = tokens["histogram"]
