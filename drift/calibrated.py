@@ -216,17 +216,17 @@ def categorical_rate_test(
         ``statistic`` = the rate ratio of that category; categories only in the current window
         are listed in ``unseen_categories``.
     """
-    ref, cur = list(reference), list(current)
-    if len(ref) < min_samples or len(cur) < min_samples:
-        return insufficient(CATEGORY_RATE_METHOD, "pvalue", _ALPHA, len(ref), len(cur))
-    cats = sorted(set(ref) | set(cur), key=str)
-    seen = set(ref)
-    unseen = tuple(sorted(str(c) for c in set(cur) - seen))
+    ra = reference if isinstance(reference, np.ndarray) else np.asarray(list(reference), object)
+    ca = current if isinstance(current, np.ndarray) else np.asarray(list(current), object)
+    if ra.size < min_samples or ca.size < min_samples:
+        return insufficient(CATEGORY_RATE_METHOD, "pvalue", _ALPHA, ra.size, ca.size)
+    seen, now = set(ra.tolist()), set(ca.tolist())
+    cats = sorted(seen | now, key=str)
+    unseen = tuple(sorted(str(c) for c in now - seen))
     if len(cats) < 2:
         return DriftResult(
-            CATEGORY_RATE_METHOD, 1.0, 1.0, "pvalue", _ALPHA, False, len(ref), len(cur), False
+            CATEGORY_RATE_METHOD, 1.0, 1.0, "pvalue", _ALPHA, False, ra.size, ca.size, False
         )
-    ra, ca = np.asarray(ref, dtype=object), np.asarray(cur, dtype=object)
     best: DriftResult | None = None
     for c in cats:
         res = rate_test(ra == c, ca == c, min_samples=min_samples)
@@ -235,8 +235,8 @@ def categorical_rate_test(
     assert best is not None and best.pvalue is not None
     p = min(1.0, len(cats) * best.pvalue)
     return DriftResult(
-        CATEGORY_RATE_METHOD, best.statistic, p, "pvalue", _ALPHA, p < _ALPHA, len(ref),
-        len(cur), False, unseen,
+        CATEGORY_RATE_METHOD, best.statistic, p, "pvalue", _ALPHA, p < _ALPHA, ra.size,
+        ca.size, False, unseen,
     )  # fmt: skip
 
 

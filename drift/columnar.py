@@ -68,14 +68,14 @@ def _calibrated(w: ColumnWindow, min_samples: int) -> tuple[DriftResult, int, in
     if w.kind == "categorical" and w.reference_codes is not None and w.current_codes is not None:
         rc = np.asarray(w.reference_codes, dtype=np.int64)
         cc = np.asarray(w.current_codes, dtype=np.int64)
-        ref, cur = rc[rc >= 0], cc[cc >= 0]
-        nulls = int(rc.size - ref.size), int(cc.size - cur.size)
+        ref_c, cur_c = rc[rc >= 0], cc[cc >= 0]
+        nulls = int(rc.size - ref_c.size), int(cc.size - cur_c.size)
         cats = w.categories
         if set(cats) <= {True, False}:
             idx = cats.index(True) if True in cats else -2
-            res = calibrated.rate_test(ref == idx, cur == idx, min_samples=min_samples)
+            res = calibrated.rate_test(ref_c == idx, cur_c == idx, min_samples=min_samples)
         else:
-            res = calibrated.categorical_rate_test(ref, cur, min_samples=min_samples)
+            res = calibrated.categorical_rate_test(ref_c, cur_c, min_samples=min_samples)
             if res.unseen_categories:
                 names = tuple(sorted(str(cats[int(i)]) for i in res.unseen_categories))
                 res = dataclasses.replace(res, unseen_categories=names)

@@ -139,6 +139,7 @@ def _matrices(
 #: run's Benjamini–Hochberg step at q = 0.01 over up to 50 verdicts (first cut q/m = 2e-4)
 N_PERMUTATIONS = 4999
 
+
 def _check(alpha: float, n_permutations: int, min_samples: int) -> None:
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")

@@ -77,9 +77,7 @@ def numeric_columns(
     out: list[ColumnWindow] = []
     for _, label, (r, c) in _slices(t, segments):
         for n in names:
-            w_kw = {}
-            if n == "judge_score" and weights is not None:
-                w_kw = {"reference_weights": weights[r], "current_weights": weights[c]}
+            weighted = n == "judge_score" and weights is not None
             out.append(
                 ColumnWindow(
                     n,
@@ -88,7 +86,8 @@ def numeric_columns(
                     reference=arrays[n][r],
                     current=arrays[n][c],
                     ordered=True,
-                    **w_kw,
+                    reference_weights=weights[r] if weighted and weights is not None else None,
+                    current_weights=weights[c] if weighted and weights is not None else None,
                 )
             )
     return out
