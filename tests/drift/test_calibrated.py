@@ -141,3 +141,17 @@ def test_simulated_changes_at_the_defaults_are_detected(
     # BH lowers the bar for the others once the target is rejected (q = 0.01 per null signal)
     assert max(v for k, v in res.rates.items() if k != res.target) <= 1 / runs
     assert any(line.startswith("RESULT detection_rate=") for line in result_lines(res))
+
+
+def test_drift_simulate_cli_prints_result_lines() -> None:
+    from click.testing import CliRunner
+
+    from drift.cli import drift
+
+    args = ["simulate", "--scenario", "rare-rate-3x", "--calls-per-hour", "1000", "--runs", "3"]
+    out = CliRunner().invoke(drift, args)
+    assert out.exit_code == 0, out.output
+    assert "RESULT detection_rate=" in out.output
+    assert "RESULT false_alarm_rate.ttft_s=" in out.output
+    bad = CliRunner().invoke(drift, ["simulate", "--scenario", "nope"])
+    assert bad.exit_code == 2 and "nope" in bad.output
