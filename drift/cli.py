@@ -98,3 +98,42 @@ def run_command(
         engine.dispose()
     if failed:
         raise SystemExit(1)
+
+
+@drift.command("simulate")
+@click.option(
+    "--scenario",
+    type=click.Choice(["stationary", "ar1", "daily-cycle", "shift", "rare-rate-3x"]),
+    required=True,
+    help="Null traffic (stationary, ar1, daily-cycle) or a change to detect (shift, rare-rate-3x).",
+)
+@click.option("--calls-per-hour", type=click.FloatRange(min=1), default=400.0, show_default=True)
+@click.option("--runs", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--rho",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=0.8,
+    show_default=True,
+    help="AR(1) coefficient between consecutive calls (ar1 scenario).",
+)
+@click.option(
+    "--base-rate",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.01,
+    show_default=True,
+    help="Refusal rate before a rare-rate-3x change.",
+)
+def simulate_command(
+    scenario: str, calls_per_hour: float, runs: int, seed: int, rho: float, base_rate: float
+) -> None:
+    """Simulated drift runs at the default settings (24 h reference, 1 h current window),
+    printing RESULT lines: false_alarm_rate per signal per run, or detection_rate."""
+    from drift.simulate import result_lines, simulate
+
+    res = simulate(
+        scenario, calls_per_hour, runs, seed, rho=rho, base_rate=base_rate,
+        settings=load_drift_settings(),
+    )  # fmt: skip
+    for line in result_lines(res):
+        click.echo(line)

@@ -56,7 +56,13 @@ class DriftSettings(BaseSettings):
     max_segments: int = Field(20, ge=1)
     include_all: bool = Field(True, description="Also test all traffic of the tenant.")
     min_samples: int = Field(30, ge=1, description="Below this per window: insufficient data.")
-    fdr_q: float = Field(0.05, gt=0, lt=1, description="Benjamini–Hochberg level.")
+    fdr_q: float = Field(
+        0.01,
+        gt=0,
+        lt=1,
+        description="Benjamini–Hochberg level over every verdict of a run; on a quiet tenant "
+        "also the chance that a run raises any drift alert (docs/drift-guarantees.md).",
+    )
     text_sample: int = Field(200, ge=1, description="Texts per window × segment for language.")
     embedding_sample: int = Field(128, ge=1, description="Prompts per window × segment embedded.")
     seed: int | None = Field(None, description="Seed of the run's rng (None: fresh entropy).")

@@ -20,14 +20,14 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
 from collector.store import analytics
-from drift.columnar import ColumnWindow
+from drift.colwindow import ColumnWindow
+from drift.extractcolumns import categorical_columns, numeric_columns
 from drift.report import Kind
 from drift.signalsources import judge_scores, thumbs_votes
 from drift.textsample import sampled_text_columns
@@ -189,6 +189,7 @@ def extract(
     names = [
         "trace_id",
         "span_id",
+        "start_unix_nano",
         *seg_cols,
         *[s for s in NUMERIC_SIGNALS if s in wanted],
         "finish_reason",
@@ -221,6 +222,7 @@ _EMPTY_JUDGE = pa.table(
         "span_id": pa.array([], pa.string()),
         "score": pa.array([], pa.float64()),
         "refusal": pa.array([], pa.bool_()),
+        "pi": pa.array([], pa.float64()),
     }
 )
 
@@ -257,7 +259,7 @@ def _build(
     )
     join_seg = " AND ".join(f"c.{c} IS NOT DISTINCT FROM g.{c}" for c in seg_cols) or "TRUE"
     con.execute(
-        "CREATE TEMP TABLE s AS SELECT c.win, "
+        "CREATE TEMP TABLE s AS SELECT c.win, c.start_unix_nano AS t, "
         f"CASE WHEN g.seg_id < {config.max_segments} THEN g.seg_id ELSE -1 END AS seg_id, "
         + "".join(f"CAST(c.{n} AS DOUBLE) AS {n}, " for n in numeric)
         + "c.finish_reason, "
@@ -273,7 +275,7 @@ def _build(
         "AS guardrail_hit, "
         "CASE WHEN vt.down IS NULL AND vs.down IS NULL THEN NULL "
         "ELSE coalesce(vt.down, FALSE) OR coalesce(vs.down, FALSE) END AS thumbs_down, "
-        "j.score AS judge_score, c.trace_id, c.span_id"
+        "j.score AS judge_score, j.pi AS judge_pi, c.trace_id, c.span_id"
         + (", c.output_text" if has_out else "")
         + (", c.input_text" if has_in else "")
         + " FROM calls_arrow c JOIN seg g ON "
@@ -284,7 +286,8 @@ def _build(
         " LEFT JOIN (SELECT trace_id, span_id, bool_or(down) AS down FROM votes"
         " WHERE span_id IS NOT NULL GROUP BY trace_id, span_id) vs"
         " ON vs.trace_id = c.trace_id AND vs.span_id = c.span_id"
-        " LEFT JOIN (SELECT trace_id, span_id, avg(score) AS score, bool_or(refusal) AS refusal"
+        " LEFT JOIN (SELECT trace_id, span_id, avg(score) AS score, bool_or(refusal) AS refusal,"
+        " avg(pi) FILTER (WHERE score IS NOT NULL) AS pi"
         " FROM judge_arrow GROUP BY trace_id, span_id) j"
         " ON j.trace_id = c.trace_id AND j.span_id = c.span_id"
     )
@@ -309,7 +312,7 @@ def _build(
         "SELECT count(*) FILTER (win = 0), count(*) FILTER (win = 1) FROM s"
     ).fetchall()[0]
     columns: list[ColumnWindow] = []
-    columns += _numeric_columns(
+    columns += numeric_columns(
         con,
         [*numeric, "judge_score"]
         if "judge_score" in wanted and "judge_score" not in skipped
@@ -317,7 +320,7 @@ def _build(
         segments,
     )
     cats = [s for s in ("finish_reason", *PROPORTION_SIGNALS) if s in wanted]
-    columns += _categorical_columns(con, cats, segments)
+    columns += categorical_columns(con, cats, segments)
     if has_out or has_in:
         columns += sampled_text_columns(con, config, segments, skipped, rng)
     return Extraction(
@@ -327,76 +330,3 @@ def _build(
         n_current_calls=int(n_cur),
         skipped=skipped,
     )
-
-
-def segment_filter(seg_id: int | None) -> str:
-    """SQL predicate on table ``s`` selecting one segment (``None`` = all traffic)."""
-    return "TRUE" if seg_id is None else f"seg_id = {int(seg_id)}"
-
-
-def _numeric_columns(
-    con: duckdb.DuckDBPyConnection,
-    names: Sequence[str],
-    segments: dict[int | None, tuple[str | None, dict[str, str | None]]],
-) -> list[ColumnWindow]:
-    """Numbers leave DuckDB once, ordered by (window, segment), and are sliced per segment."""
-    if not names:
-        return []
-    t: pa.Table = con.sql(
-        f"SELECT win, seg_id, {', '.join(names)} FROM s ORDER BY win, seg_id"
-    ).to_arrow_table()
-    win = t.column("win").to_numpy()
-    seg = t.column("seg_id").to_numpy()
-    arrays = {n: t.column(n).to_numpy(zero_copy_only=False).astype(np.float64) for n in names}
-    key = win.astype(np.int64) * (1 << 32) + seg.astype(np.int64)
-    out: list[ColumnWindow] = []
-    for seg_id, (label, _) in segments.items():
-        bounds = []
-        for w in (0, 1):
-            if seg_id is None:
-                lo, hi = np.searchsorted(win, [w, w + 1])
-            else:
-                k = w * (1 << 32) + seg_id
-                lo, hi = np.searchsorted(key, [k, k + 1])
-            bounds.append((int(lo), int(hi)))
-        for n in names:
-            (rl, rh), (cl, ch) = bounds
-            out.append(
-                ColumnWindow(
-                    n, "numerical", label, reference=arrays[n][rl:rh], current=arrays[n][cl:ch]
-                )
-            )
-    return out
-
-
-def _categorical_columns(
-    con: duckdb.DuckDBPyConnection,
-    names: Sequence[str],
-    segments: dict[int | None, tuple[str | None, dict[str, str | None]]],
-) -> list[ColumnWindow]:
-    """Counts per (segment, window, value) from one GROUP BY per signal."""
-    out: list[ColumnWindow] = []
-    for n in names:
-        rows = con.execute(f"SELECT seg_id, win, {n} AS v, count(*) FROM s GROUP BY ALL").fetchall()
-        counts: dict[tuple[int | None, int], dict[Any, int]] = {}
-        nulls: dict[tuple[int | None, int], int] = {}
-        for seg_id, w, v, c in rows:
-            for key in ((seg_id, w), (None, w)):
-                if v is None:
-                    nulls[key] = nulls.get(key, 0) + c
-                else:
-                    bucket = counts.setdefault(key, {})
-                    bucket[v] = bucket.get(v, 0) + c
-        for seg_id, (label, _) in segments.items():
-            out.append(
-                ColumnWindow(
-                    n,
-                    "categorical",
-                    label,
-                    reference_counts=counts.get((seg_id, 0), {}),
-                    current_counts=counts.get((seg_id, 1), {}),
-                    reference_nulls=nulls.get((seg_id, 0), 0),
-                    current_nulls=nulls.get((seg_id, 1), 0),
-                )
-            )
-    return out

@@ -38,6 +38,7 @@ _JUDGE_SCHEMA = pa.schema(
         ("span_id", pa.string()),
         ("score", pa.float64()),
         ("refusal", pa.bool_()),
+        ("pi", pa.float64()),
     ]
 )
 
@@ -77,7 +78,9 @@ def judge_scores(
             a call's judge score is then the mean over its rubrics).
 
     Returns:
-        ``(table, "")`` with ``trace_id, span_id, score, refusal`` (``refusal`` is the verdict
+        ``(table, "")`` with ``trace_id, span_id, score, refusal, pi`` (``pi``: the call's
+        inclusion probability π stored by the judge sampler in ``judge_samples``, read as is,
+        so a probability the sampler revises is used revised; ``refusal`` is the verdict
         of the ``REFUSAL_RUBRIC`` rubric, label in ``REFUSAL_LABELS``, else NULL), or
         ``(None, reason)`` when the judges' table is absent.
     """
@@ -93,7 +96,9 @@ def judge_scores(
         "SELECT r.trace_id, r.span_id, "
         f"CASE WHEN {score_rubric} THEN r.score END AS score, "
         f"CASE WHEN r.rubric_name = '{REFUSAL_RUBRIC}' THEN lower(r.label) IN ({labels}) END "
-        "AS refusal FROM judge_results r JOIN llm_calls c ON c.tenant = r.tenant "
+        "AS refusal, s.inclusion_probability AS pi FROM judge_results r "
+        "JOIN judge_samples s ON s.id = r.sample_id "
+        "JOIN llm_calls c ON c.tenant = r.tenant "
         "AND c.trace_id = r.trace_id AND c.span_id = r.span_id "
         f"WHERE r.tenant = {b.param(tenant)} AND r.status = 'ok' "
         f"AND c.start_unix_nano >= {b.param(since_ns)}"

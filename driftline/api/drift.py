@@ -13,6 +13,14 @@ from driftline.api.deps import ReadTenant, State
 router = APIRouter(prefix="/api/v1", tags=["drift"])
 
 
+def verdict(result: dict[str, Any]) -> str:
+    """``drift`` | ``no_drift`` (tested, no drift) | ``insufficient_data`` (not enough data to
+    test: below ``min_samples``, never reported as no drift) of one stored result."""
+    if result.get("insufficient_data") or result.get("drifted") is None:
+        return "insufficient_data"
+    return "drift" if result["drifted"] else "no_drift"
+
+
 @router.get("/drift/runs", summary="Drift runs of the tenant, newest first")
 def list_drift_runs(
     state: State,
@@ -42,4 +50,10 @@ def get_drift_run(
         run = driftqueries.get_run(conn, tenant, run_id, drifted_only=drifted_only)
     if run is None:
         raise NotFoundError(f"drift run {run_id!r} not found")
+    for result in run["results"]:
+        result["verdict"] = verdict(result)
+    if not drifted_only:
+        run["n_insufficient_data"] = sum(
+            r["verdict"] == "insufficient_data" for r in run["results"]
+        )
     return run

@@ -173,7 +173,7 @@ def test_topic_shift_flags_input_length_and_embeddings_and_stationary_does_not(
     assert shifted["reference"]["kind"] == "range"
     tokens = _result(shifted, "input_tokens")
     assert tokens["segment"] is None or tokens["segment_keys"]["model"] == "gpt-4o"
-    assert tokens["method"] == "ks" and tokens["drifted"] is True
+    assert tokens["method"] == "block_rank_t" and tokens["drifted"] is True
     assert tokens["pvalue"] < 1e-6 and tokens["effect_kind"] == "normed_wasserstein"
     assert tokens["current_summary"]["mean"] > 3 * tokens["reference_summary"]["mean"]
     hist = tokens["histogram"]
@@ -193,6 +193,10 @@ def test_topic_shift_flags_input_length_and_embeddings_and_stationary_does_not(
     # thumbs and judge scores were never sent: no data, no verdict (never a made-up 0)
     thumbs = _result(shifted, "thumbs_down")
     assert thumbs["insufficient_data"] is True and thumbs["drifted"] is None
+    assert thumbs["verdict"] == "insufficient_data"
+    assert _result(shifted, "refusal")["verdict"] == "no_drift"  # tested, no drift
+    assert tokens["verdict"] == "drift"
+    assert shifted["n_insufficient_data"] >= 1
     assert thumbs["n_reference_null"] == stored[0]
 
     # each drifted result became one drift_detected event for the alert rules
@@ -229,7 +233,7 @@ def test_topic_shift_flags_input_length_and_embeddings_and_stationary_does_not(
         f"/api/v1/drift/runs/{shifted['run_id']}", params={"drifted_only": True}
     ).json()
     assert {r["signal"] for r in only["results"]} >= {"input_tokens"}
-    assert all(r["drifted"] is True for r in only["results"])
+    assert all(r["drifted"] is True and r["verdict"] == "drift" for r in only["results"])
 
 
 def test_unknown_run_is_404_and_bad_cursor_400(client: TestClient) -> None:

@@ -1,0 +1,134 @@
+"""The columns a drift run tests (:class:`ColumnWindow`) and their one-pass preparation.
+
+A numerical window is null-filtered and sorted once (:func:`prepare`); the sorted values serve
+the distance tests, the bins and the summaries. Windows whose values are in time order
+(``ordered``) or carry per-call codes / weights are tested by :mod:`drift.calibrated`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from drift.report import Kind
+
+Counts = Mapping[Hashable, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnWindow:
+    """Reference and current data of one signal in one segment.
+
+    Exactly one representation is used, by ``kind``:
+
+    * ``"numerical"``: ``reference`` / ``current`` are float arrays of shape (n,), NaN = null.
+    * ``"categorical"``: ``reference_counts`` / ``current_counts`` map category → count (no
+      null key); ``reference_nulls`` / ``current_nulls`` count the nulls.
+    * ``"embedding"``: ``reference`` / ``current`` are float arrays of shape (n, d), no nulls.
+
+    ``signal``, ``segment``, ``method`` and ``threshold`` as in :class:`drift.report.SignalWindow`.
+
+    Calibrated tests (:mod:`drift.calibrated`, chosen when ``method`` is ``None``):
+
+    * ``ordered``: the numerical arrays are in time order (oldest first) →
+      :func:`~drift.calibrated.block_rank_test`.
+    * ``reference_weights`` / ``current_weights``: shape (n,) of 1/π (judge inclusion
+      probability) aligned with the numerical arrays → :func:`~drift.calibrated.hajek_mean_test`.
+    * ``reference_codes`` / ``current_codes``: int arrays, one code per call in time order
+      (−1 = null), indexing ``categories`` → :func:`~drift.calibrated.rate_test` (categories
+      ⊆ {False, True}) or :func:`~drift.calibrated.categorical_rate_test`; the counts are still
+      required (details, histograms).
+    """
+
+    signal: str
+    kind: Kind
+    segment: str | None = None
+    reference: NDArray[np.float64] | None = None
+    current: NDArray[np.float64] | None = None
+    reference_counts: Counts | None = None
+    current_counts: Counts | None = None
+    reference_nulls: int = 0
+    current_nulls: int = 0
+    method: str | None = None
+    threshold: float | None = None
+    ordered: bool = False
+    reference_weights: NDArray[np.float64] | None = None
+    current_weights: NDArray[np.float64] | None = None
+    reference_codes: NDArray[np.int64] | None = None
+    current_codes: NDArray[np.int64] | None = None
+    categories: tuple[Hashable, ...] = ()
+
+
+def numbers(values: NDArray[np.float64] | None, name: str) -> tuple[NDArray[np.float64], int]:
+    if values is None:
+        raise ValueError(f"{name} is required for a numerical window")
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must have shape (n,), got {arr.shape}")
+    kept = np.sort(arr[~np.isnan(arr)])  # sorted once: KS, Wasserstein and bins reuse it
+    if kept.size and not (np.isfinite(kept[0]) and np.isfinite(kept[-1])):
+        raise ValueError(f"{name} must hold finite numbers or NaN (null)")
+    return kept, int(arr.size - kept.size)
+
+
+def distinct_sorted(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Distinct values of a sorted array in O(n) (``np.unique`` would sort again)."""
+    if x.size == 0:
+        return x
+    return x[np.concatenate([[True], x[1:] != x[:-1]])]
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A numerical window after one pass: sorted non-null values and distinct counts."""
+
+    ref: NDArray[np.float64]
+    cur: NDArray[np.float64]
+    ref_nulls: int
+    cur_nulls: int
+    ref_distinct: int
+    union_distinct: int
+
+
+def prepare(w: ColumnWindow) -> Prepared:
+    ref, ref_nulls = numbers(w.reference, "reference")
+    cur, cur_nulls = numbers(w.current, "current")
+    rd, cd = distinct_sorted(ref), distinct_sorted(cur)
+    # exact when small; otherwise a lower bound above every cut-off (5 and 20) that uses it
+    union = np.union1d(rd, cd).size if rd.size <= 64 and cd.size <= 64 else rd.size + cd.size
+    return Prepared(ref, cur, ref_nulls, cur_nulls, int(rd.size), int(max(union, rd.size)))
+
+
+def check_counts(counts: Counts | None, name: str) -> dict[Hashable, int]:
+    if counts is None:
+        raise ValueError(f"{name} is required for a categorical window")
+    out: dict[Hashable, int] = {}
+    for k, v in counts.items():
+        if k is None or (isinstance(k, float) and math.isnan(k)):
+            raise ValueError(f"{name} must not have a null category (count nulls separately)")
+        if int(v) < 0:
+            raise ValueError(f"{name}[{k!r}] must be >= 0, got {v!r}")
+        if int(v) > 0:
+            out[k] = int(v)
+    return out
+
+
+def expand(counts: Mapping[Hashable, int]) -> list[Hashable]:
+    out: list[Hashable] = []
+    for k, v in counts.items():
+        out.extend([k] * v)
+    return out
+
+
+def shares(
+    ref: Mapping[Hashable, int], cur: Mapping[Hashable, int]
+) -> tuple[list[Hashable], NDArray[np.float64], NDArray[np.float64]]:
+    """Common categories (sorted by their string form, as ``binned_shares``) and both shares."""
+    cats = sorted(set(ref) | set(cur), key=str)
+    r = np.array([ref.get(c, 0) for c in cats], dtype=np.float64)
+    c = np.array([cur.get(c, 0) for c in cats], dtype=np.float64)
+    return cats, r / r.sum(), c / c.sum()

@@ -1,0 +1,133 @@
+"""Per-segment columns out of the DuckDB table ``s`` built by :func:`drift.signals.extract`.
+
+``s`` holds one row per call: ``win`` (0 reference, 1 current), ``seg_id`` (−1 = a segment
+beyond ``max_segments``), ``t`` (start, unix ns), the signals, and ``judge_pi`` (the judge
+sampler's inclusion probability of a judged call). Every column leaves DuckDB once as Arrow,
+ordered by (window, segment, start time), and is sliced per segment; all traffic (segment
+``None``) is put back in time order with one stable argsort per window. Values therefore reach
+:mod:`drift.calibrated` in time order, which its block calibration needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+from drift.colwindow import ColumnWindow
+
+Segments = dict[int | None, tuple[str | None, dict[str, str | None]]]
+_KEY = 1 << 32
+
+
+def _slices(
+    t: pa.Table, segments: Segments
+) -> list[tuple[int | None, str | None, list[NDArray[np.int64]]]]:
+    """Per segment: (seg_id, label, [row indices of window 0, of window 1]) in time order."""
+    win = t.column("win").to_numpy().astype(np.int64)
+    seg = t.column("seg_id").to_numpy().astype(np.int64)
+    start = t.column("t").to_numpy(zero_copy_only=False)
+    key = win * _KEY + seg
+    out = []
+    for seg_id, (label, _) in segments.items():
+        idx = []
+        for w in (0, 1):
+            if seg_id is None:
+                lo, hi = np.searchsorted(win, [w, w + 1])
+                rows = np.arange(lo, hi)
+                rows = rows[np.argsort(start[lo:hi], kind="stable")]
+            else:
+                lo, hi = np.searchsorted(key, [w * _KEY + seg_id, w * _KEY + seg_id + 1])
+                rows = np.arange(lo, hi)
+            idx.append(rows)
+        out.append((seg_id, label, idx))
+    return out
+
+
+def _ordered(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> pa.Table:
+    return con.sql(
+        f"SELECT win, seg_id, t, {', '.join(names)} FROM s ORDER BY win, seg_id, t"
+    ).to_arrow_table()
+
+
+def numeric_columns(
+    con: duckdb.DuckDBPyConnection, names: Sequence[str], segments: Segments
+) -> list[ColumnWindow]:
+    """Numeric signals per segment, in time order (``ordered=True``).
+
+    ``judge_score`` also carries weights 1/π from ``judge_pi`` (Hájek test); values are float64,
+    NaN = null. Units as extracted (tokens, seconds, judge scale).
+    """
+    if not names:
+        return []
+    judge = "judge_score" in names
+    t = _ordered(con, [*names, "judge_pi"] if judge else names)
+    arrays = {n: t.column(n).to_numpy(zero_copy_only=False).astype(np.float64) for n in names}
+    weights = None
+    if judge:
+        pi = t.column("judge_pi").to_numpy(zero_copy_only=False).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            weights = np.where(pi > 0, 1.0 / pi, np.nan)
+        # a score without a usable probability cannot be weighted: treat it as null
+        arrays["judge_score"] = np.where(np.isnan(weights), np.nan, arrays["judge_score"])
+    out: list[ColumnWindow] = []
+    for _, label, (r, c) in _slices(t, segments):
+        for n in names:
+            weighted = n == "judge_score" and weights is not None
+            out.append(
+                ColumnWindow(
+                    n,
+                    "numerical",
+                    label,
+                    reference=arrays[n][r],
+                    current=arrays[n][c],
+                    ordered=True,
+                    reference_weights=weights[r] if weighted and weights is not None else None,
+                    current_weights=weights[c] if weighted and weights is not None else None,
+                )
+            )
+    return out
+
+
+def _codes(col: pa.ChunkedArray) -> tuple[NDArray[np.int64], tuple[Hashable, ...]]:
+    """(code per row, −1 = null; categories) of one column (dictionary encoding)."""
+    enc = pc.dictionary_encode(col).combine_chunks()
+    idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return idx, tuple(enc.dictionary.to_pylist())
+
+
+def categorical_columns(
+    con: duckdb.DuckDBPyConnection, names: Sequence[str], segments: Segments
+) -> list[ColumnWindow]:
+    """Categorical signals per segment: counts (details) and codes in time order (tests)."""
+    if not names:
+        return []
+    t = _ordered(con, names)
+    coded = {n: _codes(t.column(n)) for n in names}
+    out: list[ColumnWindow] = []
+    for _, label, (r, c) in _slices(t, segments):
+        for n in names:
+            codes, cats = coded[n]
+            rc, cc = codes[r], codes[c]
+            k = len(cats)
+            r_counts = np.bincount(rc[rc >= 0], minlength=k)
+            c_counts = np.bincount(cc[cc >= 0], minlength=k)
+            out.append(
+                ColumnWindow(
+                    n,
+                    "categorical",
+                    label,
+                    reference_counts={cats[i]: int(v) for i, v in enumerate(r_counts) if v},
+                    current_counts={cats[i]: int(v) for i, v in enumerate(c_counts) if v},
+                    reference_nulls=int((rc < 0).sum()),
+                    current_nulls=int((cc < 0).sum()),
+                    reference_codes=rc,
+                    current_codes=cc,
+                    categories=cats,
+                )
+            )
+    return out
