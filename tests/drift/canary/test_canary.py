@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,8 +25,8 @@ from drift.canary.policy import (
     initial_state,
     next_weights,
 )
+from tests.conftest import CASES
 
-CASES = Path(__file__).parents[2].parent / "shared" / "cases"
 INC, DEC = Direction.INCREASE_IS_BAD, Direction.DECREASE_IS_BAD
 
 
