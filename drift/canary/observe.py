@@ -6,8 +6,8 @@ equal to the rollout's name or NULL (clients that do not tag it), started in
 (``drift.canary.stratified``): count metrics are split into intervals of ``bucket_s`` seconds
 inside each step (the rare-event and proportion tests take contrasts per interval); per-call
 values carry their stratum, the ``bucket_s`` windows of a step merged until each arm holds
-:data:`STRATUM_MIN_PER_ARM` values, and judge scores their judge inclusion probability (Hajek
-means).
+:data:`STRATUM_MIN_PER_ARM` values (judge scores: by step only), and judge scores their judge
+inclusion probability (Hajek means).
 
 Metric names the store can measure (``MetricPolicy.name``), their kinds and sources:
 
@@ -241,6 +241,17 @@ def _counts(
     return CountObservations(events[0, used], trials[0, used], events[1, used], trials[1, used])
 
 
+def sample_strata(
+    step: np.ndarray, block: np.ndarray, arm: np.ndarray, *, weighted: bool
+) -> np.ndarray:
+    """Stratum label per value: the ``bucket_s`` blocks of a step merged until each arm holds
+    :data:`STRATUM_MIN_PER_ARM` values; weighted values (judge scores) by step only -- a few
+    dozen unequally weighted values make a poor Hajek variance, and inside a step the share is
+    constant, so fewer strata keep the contrast unbiased. Shapes (n,) each."""
+    blocks = np.zeros_like(block) if weighted else block
+    return merge_blocks(step, blocks, arm, min_per_arm=STRATUM_MIN_PER_ARM)
+
+
 def _split(
     values: Sequence[float | None],
     arm: Sequence[int],
@@ -255,8 +266,8 @@ def _split(
     known = ~np.isnan(y)
     labels = np.full(y.size, -1, np.int64)
     if known.any():
-        labels[known] = merge_blocks(
-            step[known], block[known], a[known], min_per_arm=STRATUM_MIN_PER_ARM
+        labels[known] = sample_strata(
+            step[known], block[known], a[known], weighted=inclusion is not None
         )
     pi = None
     if inclusion is not None:

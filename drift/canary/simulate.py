@@ -7,7 +7,8 @@ the production path decides on the cumulative data: :func:`drift.canary.evidence
 then :func:`drift.canary.policy.decide`, and :func:`drift.canary.policy.next_weights` applies the
 decision (promote -> next step, rollback -> end). Strata are what the canary job builds
 (``drift.canary.observe``): one stratum per step and time block (a look), blocks merged inside a
-step until each arm holds :data:`~drift.canary.observe.STRATUM_MIN_PER_ARM` values; count
+step until each arm holds :data:`~drift.canary.observe.STRATUM_MIN_PER_ARM` values (judge
+scores: by step, ``drift.canary.observe.sample_strata``); count
 metrics one interval per look. Metrics and effects: ``drift.canary.simulate_metrics``.
 
 Scenarios:
@@ -46,10 +47,9 @@ from drift.canary.observations import (
     SampleObservations,
     StepAssignment,
 )
-from drift.canary.observe import STRATUM_MIN_PER_ARM
+from drift.canary.observe import sample_strata
 from drift.canary.policy import Action, RolloutPolicy, decide, initial_state, next_weights
 from drift.canary.simulate_metrics import SPECS, Metric, MetricSpec, draw, fixed_n, judge_sample
-from drift.canary.stratified import merge_blocks
 
 Scenario = Literal["aa", "regression", "aa-load-step", "ni-boundary", "judge-biased-sampling"]
 SCENARIOS: tuple[Scenario, ...] = (
@@ -135,7 +135,7 @@ class _Stream:
         arm = np.concatenate([np.zeros(v[0].size, np.int64), np.ones(v[1].size, np.int64)])
         step = np.concatenate([np.concatenate(x) if x else np.empty(0) for x in self.step])
         block = np.concatenate([np.concatenate(x) if x else np.empty(0) for x in self.block])
-        labels = merge_blocks(step, block, arm, min_per_arm=STRATUM_MIN_PER_ARM)
+        labels = sample_strata(step, block, arm, weighted=weighted)
         pi = [np.concatenate(x) if x else np.empty(0) for x in self.pi]
         return SampleObservations(
             v[0],

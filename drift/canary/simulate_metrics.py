@@ -1,32 +1,32 @@
 """The simulated metrics of ``drift.canary.simulate``: data generators, policies, fixed-n sizes.
 
-=================== ================================ ============ ========== ========= ==========
-``--metric``        per request (baseline)           margin       ni-bound.  regression load x
-=================== ================================ ============ ========== ========= ==========
-mean                e2e_s ~ Normal(10, 2) s           +0.2 s abs.  +0.2 s     +0.4 s    x1.5
-proportion          length_finish ~ Bernoulli(1 %)    +0.02 abs.   3 %        5 %       x1.5 rate
-lognormal-latency   ttft_s ~ LogNormal(ln 0.4, 1.0),  +10 % rel.   x1.10      x1.20     x1.5
-                    capped at 10 s
-judge-score         judge ~ Normal(4, 0.8) on [1, 5], -0.2 abs.    -0.2       -0.4      -0.3
-                    judged at the design of           (judge-biased-sampling: -0.3)
-                    ``judges.sampling`` (candidate
-                    0.5, baseline 0.05, flagged 1)
-=================== ================================ ============ ========== ========= ==========
+==================  ===================================  ===========  =========  ==========  =====
+``--metric``        per request (baseline)               margin       ni-bound.  regression  load
+==================  ===================================  ===========  =========  ==========  =====
+mean                e2e_s ~ Normal(10, 2) s              +0.2 s abs.  +0.2 s     +0.4 s      x1.5
+proportion          length_finish ~ Bernoulli(0.01)      +0.02 abs.   0.03       0.05        x1.5
+lognormal-latency   ttft_s ~ LogNormal(ln 0.4, 1), <=10  +10 % rel.   x1.10      x1.20       x1.5
+judge-score         judge ~ Normal(4, 0.8) on [1, 5]     -0.2 abs.    -0.2       -0.4        -0.3
+==================  ===================================  ===========  =========  ==========  =====
 
-A judge score below 3 gets a thumbs-down with probability 0.5; flagged calls are always judged
-(``always_sample_flagged``), so the judged set over-represents bad answers unequally between the
-arms -- the biased sampling of production. The lognormal's cap bites slightly more on a scaled
-arm, so its ni-boundary candidate sits at, or just inside, the margin.
+judge-biased-sampling: judge-score at -0.3. Judge scores are observed at the design of
+``judges.sampling`` (candidate 0.5, baseline 0.05, flagged calls 1); a score below 3 gets a
+thumbs-down with probability 0.5, so the judged set over-represents bad answers unequally between
+the arms -- the biased sampling of production. Effects are exact on the metric's mean: the judge
+score's latent shift and the latency's scale are solved (scipy.optimize.brentq) so that the
+clipped / capped mean moves by the stated amount, so ``ni-boundary`` candidates sit exactly on
+the margin. "load" applies to both arms from step 1 on in ``aa-load-step``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import integrate, stats
+from scipy import integrate, optimize, stats
 
 from drift.canary.policy import Direction, MetricKind, MetricPolicy
 
@@ -89,10 +89,31 @@ def draw(
         p = 0.01 if effect is None else effect
         return (rng.random(n) < p * (spec.load if load else 1.0)).astype(np.float64)
     if m == "lognormal-latency":
-        scale = (effect or 1.0) * (spec.load if load else 1.0)
+        scale = (1.0 if effect is None else _lognormal_scale(effect)) * (spec.load if load else 1.0)
         return scale * rng.lognormal(_LN_MU, _LN_SIGMA, n)
-    shift = (effect or 0.0) + (spec.load if load else 0.0)
+    shift = (0.0 if effect is None else _judge_shift(effect)) + (spec.load if load else 0.0)
     return np.clip(rng.normal(4.0 + shift, 0.8, n), 1.0, 5.0)
+
+
+def _clipped_normal_mean(mu: float, sd: float = 0.8, lo: float = 1.0, hi: float = 5.0) -> float:
+    a, b = (lo - mu) / sd, (hi - mu) / sd
+    inside = stats.norm.cdf(b) - stats.norm.cdf(a)
+    partial = mu * inside + sd * (stats.norm.pdf(a) - stats.norm.pdf(b))
+    return float(lo * stats.norm.cdf(a) + partial + hi * stats.norm.sf(b))
+
+
+@functools.cache
+def _judge_shift(effect: float) -> float:
+    """Latent shift that moves the clipped judge score's mean by exactly ``effect``."""
+    target = _clipped_normal_mean(4.0) + effect
+    return float(optimize.brentq(lambda s: _clipped_normal_mean(4.0 + s) - target, -3, 3))
+
+
+@functools.cache
+def _lognormal_scale(ratio: float) -> float:
+    """Scale that multiplies the capped lognormal's mean by exactly ``ratio``."""
+    target = ratio * _capped_lognormal_moments(1.0)[0]
+    return float(optimize.brentq(lambda k: _capped_lognormal_moments(k)[0] - target, 0.1, 10))
 
 
 def judge_sample(

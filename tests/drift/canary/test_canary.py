@@ -252,3 +252,25 @@ def test_empty_candidate_is_early_not_inconclusive_at_low_traffic() -> None:
     assert _decide(few, policy).action is Action.HOLD
     many = CanaryObservations(0, 700.0, 700.0, (StepAssignment(5.0, 500, 0),), {})
     assert _decide(many, policy).action is Action.INCONCLUSIVE
+
+
+def test_calls_in_flight_hold_instead_of_pausing() -> None:
+    """Issue 17: a slow engine finishes no call of the new step for tens of seconds; without
+    the gateway's counts the rollout waits ``no_traffic_pause_s`` before pausing."""
+    policy = _policy(min_step_duration_s=30.0, no_traffic_pause_s=300.0)
+    early = CanaryObservations(0, 37.0, 37.0, (StepAssignment(5.0, 500, 0),), {})
+    decision = _decide(early, policy)
+    assert decision.action is Action.HOLD
+    assert any("in flight" in r for r in decision.reasons)
+    late = CanaryObservations(0, 400.0, 400.0, (StepAssignment(5.0, 500, 0),), {})
+    assert _decide(late, policy).action is Action.INCONCLUSIVE
+
+
+def test_gateway_routing_counts_decide_whether_traffic_is_missing() -> None:
+    policy = _policy(min_step_duration_s=30.0, no_traffic_pause_s=3000.0)
+    routed = StepAssignment(5.0, 500, 25)  # the gateway sent 25 calls to the candidate
+    in_flight = CanaryObservations(0, 400.0, 400.0, (StepAssignment(5.0, 500, 0),), {}, routed)
+    assert _decide(in_flight, policy).action is Action.HOLD
+    dropped = StepAssignment(5.0, 500, 0)  # the gateway routed nothing to the candidate
+    missing = CanaryObservations(0, 60.0, 60.0, (StepAssignment(5.0, 500, 0),), {}, dropped)
+    assert _decide(missing, policy).action is Action.INCONCLUSIVE
