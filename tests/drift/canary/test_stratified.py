@@ -129,3 +129,18 @@ def test_merge_blocks_keeps_steps_apart_and_fills_arms() -> None:
 def test_invalid_inputs_name_the_parameter(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         stratified_mean_test([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], tau2=1.0, **kwargs)  # type: ignore[arg-type]
+
+
+def test_hajek_mean_and_variance_are_the_quality_pages_estimator() -> None:
+    """drift may not import judges; the canary's Hajek mean and linearised variance must equal
+    judges.ppi.classic_mean's (the Quality page's PPI with lambda = 0)."""
+    from judges.ppi import classic_mean
+
+    rng = np.random.default_rng(8)
+    a, pa = rng.normal(4, 0.5, 300), rng.choice([0.05, 1.0], 300)
+    b, pb = rng.normal(4, 2.0, 80), rng.choice([0.5, 1.0], 80)
+    ca, cb = classic_mean(a, inclusion=pa), classic_mean(b, inclusion=pb)
+    got = stratified_mean_test(a, b, tau2=0.04, baseline_inclusion=pa, candidate_inclusion=pb)
+    assert weighted_mean(a, pa) == pytest.approx(ca.estimate)
+    assert got.statistic == pytest.approx(cb.estimate - ca.estimate)
+    assert got.variance == pytest.approx(cb.se**2 + ca.se**2)
