@@ -233,6 +233,9 @@ def _metric_evidence(
         if n_a == 0 or n_b == 0:
             arm = "canary" if n_b == 0 else "baseline"
             return _no_data(metric, threshold, f"insufficient {arm} data (0 requests)", n_a, n_b)
+        if kind is MetricKind.PROPORTION and not ((na > 0) & (nb > 0)).any():
+            reason = "insufficient data (no interval with requests in both arms)"
+            return _no_data(metric, threshold, reason, n_a, n_b)
         base, cand = float(ka.sum()) / n_a, float(kb.sum()) / n_b
         if fixed_n_report:
             mw = _mann_whitney(ka[na > 0] / na[na > 0], kb[nb > 0] / nb[nb > 0], harm_alt)

@@ -274,3 +274,18 @@ def test_gateway_routing_counts_decide_whether_traffic_is_missing() -> None:
     dropped = StepAssignment(5.0, 500, 0)  # the gateway routed nothing to the candidate
     missing = CanaryObservations(0, 60.0, 60.0, (StepAssignment(5.0, 500, 0),), {}, dropped)
     assert _decide(missing, policy).action is Action.INCONCLUSIVE
+
+
+def test_proportion_without_an_interval_holding_both_arms_is_no_data() -> None:
+    """Strata need both arms: disjoint intervals give no contrast -- no data, never an error."""
+    metric = MetricPolicy("length_finish_rate", MetricKind.PROPORTION, INC, 0.02)
+    policy = _policy(metrics=(metric,))
+    obs = CanaryObservations(
+        0,
+        60.0,
+        60.0,
+        (StepAssignment(50.0, 10, 10),),
+        {"length_finish_rate": CountObservations([1, 0], [10, 0], [0, 2], [0, 10])},
+    )
+    (ev,) = build_evidence(obs, policy).metrics
+    assert ev.status == "no_data" and "both arms" in ev.reason
