@@ -118,12 +118,15 @@ def confidence_sequences(
     from the rollout's start to ``until_ns``.
 
     Columns: time, metric, role, estimate (the tested contrast ``candidate − c × baseline``,
-    metric units; ``c = 1 + margin`` for a relative margin, else 1), ci_lower, ci_upper (the
-    (1 − alpha) confidence sequence of the harm test; Howard et al. 2021 /
-    ``drift.canary.sequential``),
-    null_value (the tolerated-harm boundary of the contrast: the margin
-    for an absolute margin, 0 for a relative one), e_value, threshold (the Bonferroni e-value
-    bar), status, n_baseline, n_candidate. Looks before any data give no rows.
+    metric units; ``c = 1 + margin`` for a relative margin, else 1), ci_lower, ci_upper: the
+    one-sided bounds the decision uses, each at the per-metric level alpha/K
+    (``drift.canary.sequential.one_sided_bound``; Howard et al. 2021): the harm test's bound
+    on its side and the non-inferiority test's on the other, so the harm e-value reaches
+    K/alpha exactly when the harm-side bound crosses ``null_value`` and the non-inferiority
+    e-value exactly when the other bound does (None for rare-event metrics, which have no
+    bound); null_value (the tolerated-harm boundary of the contrast: the margin for an
+    absolute margin, 0 for a relative one), e_value (harm), ni_e_value, threshold (K/alpha),
+    status, n_baseline, n_candidate. Looks before any data give no rows.
     """
     store = canary_store
     jobs = canary_jobs
@@ -139,19 +142,20 @@ def confidence_sequences(
         now = dt.datetime.fromtimestamp(t / 1e9, dt.UTC)
         ev = jobs.evaluate_rollout(eng, rec, now=now, apply=False).decision.evidence
         for m in ev.metrics:
-            test = m.harm or m.non_inferiority
-            if test is None:
+            harm, ni = m.harm, m.non_inferiority
+            if harm is None or ni is None:
                 continue
             rows.append(
                 {
                     "time": pd.Timestamp(t, unit="ns", tz="UTC"),
                     "metric": m.name,
                     "role": m.role,
-                    "estimate": test.statistic,
-                    "ci_lower": test.ci_lower,
-                    "ci_upper": test.ci_upper,
-                    "null_value": test.null_value,
-                    "e_value": m.harm.e_value if m.harm else None,
+                    "estimate": harm.statistic,
+                    "ci_lower": harm.ci_lower if harm.ci_lower is not None else ni.ci_lower,
+                    "ci_upper": harm.ci_upper if harm.ci_upper is not None else ni.ci_upper,
+                    "null_value": harm.null_value,
+                    "e_value": harm.e_value,
+                    "ni_e_value": ni.e_value,
                     "threshold": ev.threshold,
                     "status": str(m.status),
                     "n_baseline": m.n_baseline,

@@ -6,7 +6,9 @@ New calls are those whose primary span was received after the tenant's cursor an
 rollout, thumbs-down / escalation feedback) go through ``judges.sampling.sample_batch`` with the
 budget already spent today; each sampled call gets one pending sample per rubric, carrying π_i.
 Thumbs-downs and escalations that arrive after their call was considered are picked up too
-(always judged, π = 1). The cursor advances in the same transaction as the inserts.
+(always judged, π = 1): an unsampled call gets new samples, an already sampled one has its π
+raised to 1 (stratum ``flagged_late``, ``judges.sampling.late_flagged``) so Hajek means and PPI
+weight it as the design does. The cursor advances in the same transaction as the inserts.
 """
 
 from __future__ import annotations
@@ -34,7 +36,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from collector.store.models import LLMCall, Span, Tenant
 from collector.store.models.api import Feedback
 from collector.store.models.judges import JudgeCursor, JudgeResultRow, JudgeSample
-from judges.sampling import BudgetUsage, CallFeatures, SamplingDecision, sample_batch
+from judges.sampling import (
+    LATE_FLAG_STRATUM,
+    BudgetUsage,
+    CallFeatures,
+    SamplingDecision,
+    sample_batch,
+)
 from judges.settings import JudgeSettings
 
 log = logging.getLogger(__name__)
@@ -282,39 +290,59 @@ def select_for_tenant(
     )
 
 
-def _late_flagged(conn: Connection, tenant: str, settings: JudgeSettings, now: dt.datetime) -> int:
-    """Samples (π = 1, reason ``flagged``) for recent thumbs-downs / escalations not yet judged.
+def _flag_join(since: dt.datetime) -> Any:
+    """A thumbs-down / escalation received since ``since`` on the call."""
+    return and_(
+        Feedback.tenant == LLMCall.tenant,
+        Feedback.trace_id == LLMCall.trace_id,
+        or_(
+            Feedback.span_id.is_(None),
+            Feedback.span_id == LLMCall.span_id,
+            Feedback.span_id == LLMCall.engine_span_id,
+        ),
+        Feedback.kind.in_(FLAG_KINDS),
+        Feedback.received_at >= since,
+    )
 
-    Feedback often arrives after its call was considered; the sampling policy judges every
-    flagged call, so these are added whatever the earlier decision was.
+
+def _late_flagged(conn: Connection, tenant: str, settings: JudgeSettings, now: dt.datetime) -> int:
+    """Recent thumbs-downs / escalations: samples (π = 1, reason ``flagged``) for flagged calls
+    not sampled yet, and π raised to 1 for flagged calls sampled before their flag arrived.
+
+    The policy judges every flagged call, so its π is 1 whatever the earlier decision was
+    (``judges.sampling.late_flagged``). Returns the number of samples inserted.
     """
     since = now - dt.timedelta(seconds=settings.flag_lookback_s)
+    sample_match = and_(
+        JudgeSample.tenant == LLMCall.tenant,
+        JudgeSample.trace_id == LLMCall.trace_id,
+        JudgeSample.span_id == LLMCall.span_id,
+    )
+    stale = (
+        select(JudgeSample.id)
+        .join(LLMCall, sample_match)
+        .join(Feedback, _flag_join(since))
+        .where(LLMCall.tenant == tenant, JudgeSample.inclusion_probability < 1.0)
+        .distinct()
+    )
+    stale_ids = [i for (i,) in conn.execute(stale)]
+    if stale_ids:
+        conn.execute(
+            update(JudgeSample)
+            .where(JudgeSample.id.in_(stale_ids))
+            .values(
+                inclusion_probability=1.0,
+                stratum=LATE_FLAG_STRATUM,
+                reason="flagged",
+                updated_at=now,
+            )
+        )
     rows = conn.execute(
         select(LLMCall.trace_id, LLMCall.span_id, LLMCall.call_id)
-        .join(
-            Feedback,
-            and_(
-                Feedback.tenant == LLMCall.tenant,
-                Feedback.trace_id == LLMCall.trace_id,
-                or_(
-                    Feedback.span_id.is_(None),
-                    Feedback.span_id == LLMCall.span_id,
-                    Feedback.span_id == LLMCall.engine_span_id,
-                ),
-            ),
-        )
-        .outerjoin(
-            JudgeSample,
-            and_(
-                JudgeSample.tenant == LLMCall.tenant,
-                JudgeSample.trace_id == LLMCall.trace_id,
-                JudgeSample.span_id == LLMCall.span_id,
-            ),
-        )
+        .join(Feedback, _flag_join(since))
+        .outerjoin(JudgeSample, sample_match)
         .where(
             LLMCall.tenant == tenant,
-            Feedback.kind.in_(FLAG_KINDS),
-            Feedback.received_at >= since,
             JudgeSample.id.is_(None),
             LLMCall.input_text.is_not(None),
             LLMCall.output_text.is_not(None),

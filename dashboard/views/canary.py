@@ -91,9 +91,11 @@ else:
     bound = alt.Chart(m.head(1)).mark_rule(strokeDash=[4, 4]).encode(y=alt.datum(null))
     charts.show((band + est + bound).properties(height=280))
     st.caption(
-        "Band: (1 − α) confidence sequence of the harm test; valid at every look. Dashed line: "
-        f"the tolerated harm ({null:g}); c = 1 + margin for a relative margin, else 1. "
-        "Band above the line: worse than tolerated (rollback)."
+        "Band: the one-sided bounds the decision uses, each at level α/K (K metrics), valid at "
+        f"every look. Dashed line: the tolerated harm ({null:g}); c = 1 + margin for a relative "
+        "margin, else 1. Band entirely on the harm side of the line: worse than tolerated "
+        "(rollback); entirely on the other side: non-inferior (promote once the step's minimum "
+        "samples and time are met). Rare-event metrics have no band (count e-value only)."
     )
     ui.table(cs[cs["time"] == cs["time"].max()], hide_index=True)
 

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import click
 import httpx
 import numpy as np
 
-from drift.canary.simulate import simulate
+from drift.canary.simulate import SCENARIOS, Scenario, simulate
+from drift.canary.simulate_metrics import METRICS, Metric
 from drift.cli import drift  # the `driftline drift` group (LAZY_COMMANDS: drift.canary.cli:drift)
 
 __all__ = ["canary", "drift"]
@@ -22,18 +23,23 @@ def canary() -> None:
 
 
 @canary.command("simulate")
+@click.option("--scenario", type=click.Choice(SCENARIOS), default="aa", show_default=True)
+@click.option("--metric", type=click.Choice(METRICS), default="mean", show_default=True)
 @click.option(
-    "--scenario", type=click.Choice(["aa", "regression"]), default="aa", show_default=True
+    "--candidate-share",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="candidate traffic share of the first step (the second: min(5 S, (1 + S)/2))",
 )
-@click.option("--runs", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--runs", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("--looks", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--samples-per-look",
     type=click.IntRange(min=2),
-    default=400,
-    show_default=True,
-    help="requests (both arms) arriving between two looks",
+    default=None,
+    help="requests (both arms) between two looks [default: 3 x fixed-n / looks]",
 )
 @click.option(
     "--alpha",
@@ -42,33 +48,45 @@ def canary() -> None:
     show_default=True,
 )
 def simulate_command(
-    scenario: str, runs: int, looks: int, seed: int, samples_per_look: int, alpha: float
+    scenario: str,
+    metric: str,
+    candidate_share: float,
+    runs: int,
+    looks: int,
+    seed: int,
+    samples_per_look: int | None,
+    alpha: float,
 ) -> None:
-    """Run the decision engine on simulated streams and print RESULT lines.
+    """Run the production evidence/decision path on simulated rollouts; print RESULT lines.
 
-    aa: false_decision_rate = share of runs rolled back (never warranted when the arms are
-    identical; promote is correct). regression (candidate TTFT +10 %, margin 5 %):
-    false_decision_rate = share of runs promoted, detection_samples_ratio = requests by which
-    80 % of runs rolled back / fixed-n z-test requests at the same alpha/K and power 0.8.
-    Definitions: drift.canary.simulate module docstring.
+    false_promote_rate / false_rollback_rate: share of runs with a promote / rollback where it is
+    wrong (aa*: any rollback; ni-boundary: both; regression, judge-biased-sampling: any promote).
+    detection_samples_ratio: requests by which 80 % of runs rolled back / fixed-n requests (nan
+    where there is nothing to detect). Definitions: drift.canary.simulate module docstring.
     """
+    if scenario == "judge-biased-sampling" and metric != "judge-score":
+        raise click.BadParameter("needs --metric judge-score", param_hint="--scenario")
     result = simulate(
-        "regression" if scenario == "regression" else "aa",
+        cast(Scenario, scenario),
+        cast(Metric, metric),
         runs=runs,
         looks=looks,
         rng=np.random.default_rng(seed),
+        share=candidate_share,
         samples_per_look=samples_per_look,
         alpha=alpha,
     )
     click.echo(
-        f"scenario={result.scenario} runs={result.runs} looks={result.looks} "
-        f"promote={result.promote} rollback={result.rollback} "
-        f"inconclusive={result.inconclusive}"
+        f"scenario={result.scenario} metric={result.metric} share={result.share:g} "
+        f"runs={result.runs} looks={result.looks} samples_per_look={result.samples_per_look} "
+        f"promote={result.promote} rollback={result.rollback} undecided={result.undecided}"
     )
+    ratio = result.detection_samples_ratio
     click.echo(f"RESULT false_decision_rate={result.false_decision_rate:.4f}")
-    if result.detection_samples_ratio is not None:
-        click.echo(f"RESULT detection_samples_ratio={result.detection_samples_ratio:.3f}")
-        click.echo(f"RESULT fixed_n_samples={result.fixed_n_samples:.0f} requests")
+    click.echo(f"RESULT false_promote_rate={result.false_promote_rate:.4f}")
+    click.echo(f"RESULT false_rollback_rate={result.false_rollback_rate:.4f}")
+    click.echo(f"RESULT detection_samples_ratio={'nan' if ratio is None else f'{ratio:.3f}'}")
+    click.echo(f"RESULT fixed_n_samples={result.fixed_n_samples:.0f} requests")
 
 
 # ---- rollouts on a running collector (HTTP) ------------------------------------------------

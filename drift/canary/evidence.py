@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from drift.canary.policy import (
@@ -40,18 +40,20 @@ from drift.canary.policy import (
     SampleObservations,
     to_float_array,
 )
+from drift.canary.rare_event import rare_event_test
+from drift.canary.ratio import delta_method_ratio, ratio_difference_test
 from drift.canary.sequential import (
     Alternative,
     SequentialResult,
-    delta_method_ratio,
     e_bonferroni_threshold,
-    mean_difference_test,
     one_sample_mean_test,
-    proportion_difference_test,
-    rare_event_test,
-    ratio_difference_test,
 )
 from drift.canary.srm import srm_chi_square, srm_sequential
+from drift.canary.stratified import (
+    stratified_mean_test,
+    stratified_proportion_test,
+    weighted_mean,
+)
 
 
 def _contrast(metric: MetricPolicy) -> tuple[float, float, Alternative, Alternative]:
@@ -80,6 +82,64 @@ def _mann_whitney(
     res = stats.mannwhitneyu(candidate, baseline, alternative=harm)
     pvalue = float(res.pvalue)
     return None if math.isnan(pvalue) else pvalue
+
+
+def _sample_arm(
+    values: ArrayLike, strata: ArrayLike | None, inclusion: ArrayLike | None
+) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
+    """Non-null values of one arm with their strata (0 when None) and pi (1 when None)."""
+    y = to_float_array(values)
+    s = np.zeros(y.size, np.int64) if strata is None else np.asarray(strata, np.int64).ravel()
+    p = np.ones(y.size) if inclusion is None else to_float_array(inclusion)
+    if s.shape != y.shape or p.shape != y.shape:
+        raise ValueError("strata and inclusion need one entry per value")
+    keep = ~(np.isnan(y) | np.isnan(p))
+    return y[keep], s[keep], p[keep]
+
+
+def _has_stratum(sa: NDArray[np.int64], sb: NDArray[np.int64]) -> bool:
+    """True when some stratum holds >= 2 values of each arm (a contrast can be taken)."""
+    common = np.intersect1d(sa, sb)
+    return any(int((sa == s).sum()) >= 2 and int((sb == s).sum()) >= 2 for s in common)
+
+
+#: the tail test's quantile: exceedances of each stratum's pooled 90th percentile
+TAIL_QUANTILE = 0.9
+
+
+def tail_exceedance_test(
+    a: NDArray[np.float64],
+    sa: NDArray[np.int64],
+    b: NDArray[np.float64],
+    sb: NDArray[np.int64],
+    harm: Alternative,
+    alpha: float,
+) -> SequentialResult | None:
+    """Distribution test for latency-like metrics: per stratum, the values above the pooled
+    :data:`TAIL_QUANTILE` quantile of both arms are the events, the arm sizes the exposures;
+    with identical distributions the candidate's share of exceedances is its share of
+    requests, so the stratified conditional count e-value of ``rare_event_test`` (rate ratio
+    1, toward harm) tests stochastic order in the tail -- the counting-process construction
+    of Lindon, Sanden & Shirikian (2022, "Rapid regression detection in software deployments
+    through sequential testing", KDD). The threshold is re-estimated at each look, so the
+    guarantee is approximate; the result is reported, never decisive. None without strata
+    holding both arms. ``harm``: "greater" (increase is bad) or "less".
+    """
+    rows = []
+    for s in np.intersect1d(sa, sb):
+        xa, xb = a[sa == s], b[sb == s]
+        pooled = np.concatenate([xa, xb])
+        if harm == "greater":
+            cut = float(np.quantile(pooled, TAIL_QUANTILE))
+            ea, eb = int((xa > cut).sum()), int((xb > cut).sum())
+        else:
+            cut = float(np.quantile(pooled, 1.0 - TAIL_QUANTILE))
+            ea, eb = int((xa < cut).sum()), int((xb < cut).sum())
+        rows.append((ea, xa.size, eb, xb.size))
+    if not rows:
+        return None
+    ka, na, kb, nb = (np.array(col, dtype=np.float64) for col in zip(*rows, strict=True))
+    return rare_event_test(ka, na, kb, nb, alpha=alpha, alternative="greater")
 
 
 def _no_data(
@@ -111,19 +171,23 @@ def _metric_evidence(
     fixed_n_report: bool,
 ) -> MetricEvidence:
     c, delta0, harm_alt, ni_alt = _contrast(metric)
+    # each test at the per-metric level 1/threshold = alpha/K: its one-sided bound excludes the
+    # null exactly when its e-value reaches the threshold (the dashboard draws that bound)
+    alpha = 1.0 / threshold
     kind = metric.kind
     tests: list[SequentialResult] = []
     mw: float | None = None
+    tail: SequentialResult | None = None
     if obs is None:
         return _no_data(metric, threshold, "no observations", 0, 0)
     if kind in (MetricKind.MEAN, MetricKind.PAIRWISE):
         if not isinstance(obs, SampleObservations):
             raise ValueError(f"metrics[{metric.name!r}] must be SampleObservations")
-        a, b = to_float_array(obs.baseline), to_float_array(obs.candidate)
-        a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+        a, sa, pa = _sample_arm(obs.baseline, obs.baseline_strata, obs.baseline_inclusion)
+        b, sb, pb = _sample_arm(obs.candidate, obs.candidate_strata, obs.candidate_inclusion)
         if metric.cap is not None:
             a, b = np.minimum(a, metric.cap), np.minimum(b, metric.cap)
-        if b.size < 2 or (kind is MetricKind.MEAN and a.size < 2):
+        if b.size < 2 or (kind is MetricKind.MEAN and not _has_stratum(sa, sb)):
             return _no_data(
                 metric, threshold, "insufficient data (< 2 values in an arm)", a.size, b.size
             )
@@ -137,11 +201,11 @@ def _metric_evidence(
                     )
                 )
         else:
-            base, cand = float(a.mean()), float(b.mean())
+            base, cand = weighted_mean(a, pa), weighted_mean(b, pb)
             tau2 = _tau2(metric, base, cand)
             for alt in (harm_alt, ni_alt):
                 tests.append(
-                    mean_difference_test(
+                    stratified_mean_test(
                         a,
                         b,
                         tau2=tau2,
@@ -149,9 +213,15 @@ def _metric_evidence(
                         null_value=delta0,
                         baseline_factor=c,
                         alternative=alt,
+                        baseline_strata=sa,
+                        candidate_strata=sb,
+                        baseline_inclusion=pa,
+                        candidate_inclusion=pb,
                     )
                 )
             mw = _mann_whitney(a, b, harm_alt) if fixed_n_report else None
+            if metric.cap is not None and obs.candidate_inclusion is None:
+                tail = tail_exceedance_test(a, sa, b, sb, harm_alt, alpha)
     elif kind in (MetricKind.PROPORTION, MetricKind.RARE_EVENT):
         if not isinstance(obs, CountObservations):
             raise ValueError(f"metrics[{metric.name!r}] must be CountObservations")
@@ -163,6 +233,9 @@ def _metric_evidence(
         if n_a == 0 or n_b == 0:
             arm = "canary" if n_b == 0 else "baseline"
             return _no_data(metric, threshold, f"insufficient {arm} data (0 requests)", n_a, n_b)
+        if kind is MetricKind.PROPORTION and not ((na > 0) & (nb > 0)).any():
+            reason = "insufficient data (no interval with requests in both arms)"
+            return _no_data(metric, threshold, reason, n_a, n_b)
         base, cand = float(ka.sum()) / n_a, float(kb.sum()) / n_b
         if fixed_n_report:
             mw = _mann_whitney(ka[na > 0] / na[na > 0], kb[nb > 0] / nb[nb > 0], harm_alt)
@@ -178,11 +251,11 @@ def _metric_evidence(
             tau2 = _tau2(metric, base, cand)
             for alt in (harm_alt, ni_alt):
                 tests.append(
-                    proportion_difference_test(
-                        int(ka.sum()),
-                        n_a,
-                        int(kb.sum()),
-                        n_b,
+                    stratified_proportion_test(
+                        ka,
+                        na,
+                        kb,
+                        nb,
                         tau2=tau2,
                         alpha=alpha,
                         null_value=delta0,
@@ -247,6 +320,7 @@ def _metric_evidence(
         reason=(
             f"{metric.name}: baseline {base:.4g} candidate {cand:.4g} (margin {margin}) {verdict}"
         ),
+        tail=tail,
     )
 
 
@@ -295,4 +369,5 @@ def build_evidence(
         alpha=policy.alpha,
         threshold=threshold,
         kayenta_score=round(100.0 * not_failing / k, 2),
+        step_routed=observations.step_routed,
     )

@@ -2,9 +2,12 @@
 
 Calls of a rollout: tenant's ``llm_calls`` with ``variant`` in (baseline, candidate), ``rollout``
 equal to the rollout's name or NULL (clients that do not tag it), started in
-``[first step start, now)``. Metric observations are cumulative over the rollout; count metrics
-are split into intervals of ``bucket_s`` seconds inside each step, so the rare-event test sees
-the exposure share of each interval (drift.canary.sequential.rare_event_test).
+``[first step start, now)``. Metric observations are cumulative over the rollout and stratified
+(``drift.canary.stratified``): count metrics are split into intervals of ``bucket_s`` seconds
+inside each step (the rare-event and proportion tests take contrasts per interval); per-call
+values carry their stratum, the ``bucket_s`` windows of a step merged until each arm holds
+:data:`STRATUM_MIN_PER_ARM` values (judge scores: by step only), and judge scores their judge
+inclusion probability (Hajek means).
 
 Metric names the store can measure (``MetricPolicy.name``), their kinds and sources:
 
@@ -39,17 +42,17 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from collector.store.models import LLMCall
 from collector.store.models.api import Feedback
-from collector.store.models.judges import JudgeResultRow, PairwiseResultRow
-from drift.canary.policy import (
+from collector.store.models.judges import JudgeResultRow, JudgeSample, PairwiseResultRow
+from drift.canary.observations import (
     CanaryObservations,
     CountObservations,
-    MetricKind,
-    MetricPolicy,
     Observations,
     SampleObservations,
     StepAssignment,
 )
+from drift.canary.policy import MetricKind, MetricPolicy
 from drift.canary.store import RolloutRecord
+from drift.canary.stratified import merge_blocks
 from drift.textsignals import REFUSAL_WINDOW_CHARS, is_refusal
 
 _MEAN_COLUMNS = ("ttft_s", "tpot_s", "e2e_s", "cost_usd")
@@ -58,6 +61,9 @@ _COUNT_KINDS = (MetricKind.PROPORTION, MetricKind.RARE_EVENT)
 #: characters of output text read for the refusal heuristic (its window after strip())
 _TEXT_PREFIX = REFUSAL_WINDOW_CHARS + 3800
 _NS = 1_000_000_000
+#: time blocks inside a step are merged until each arm holds this many values (per-stratum
+#: Hajek means and variances need a few dozen values; our choice, checked by the simulation)
+STRATUM_MIN_PER_ARM = 30
 
 
 def check_metric_source(metric: MetricPolicy) -> None:
@@ -127,17 +133,30 @@ def _load_calls(engine: Engine, record: RolloutRecord, until_ns: int, text: bool
 
 def _judge_scores(
     engine: Engine, record: RolloutRecord, until_ns: int, rubric: str | None
-) -> dict[tuple[str, str], float]:
-    """Per call (trace_id, span_id): mean over rubrics of the latest ok score per rubric."""
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """Per call (trace_id, span_id): (mean over rubrics of the latest ok score per rubric, the
+    call's judge inclusion probability pi). pi is the smallest over its rubrics' samples as
+    stored now (a late thumbs-down raises it to 1, ``judges.selection``); 1 for a result
+    without a sample (judged on request, not sampled)."""
     j = JudgeResultRow
+    js = JudgeSample
     query = (
-        select(j.trace_id, j.span_id, j.rubric_name, j.score)
+        select(j.trace_id, j.span_id, j.rubric_name, j.score, js.inclusion_probability)
         .join(
             LLMCall,
             and_(
                 LLMCall.tenant == j.tenant,
                 LLMCall.trace_id == j.trace_id,
                 LLMCall.span_id == j.span_id,
+            ),
+        )
+        .outerjoin(
+            js,
+            and_(
+                js.tenant == j.tenant,
+                js.trace_id == j.trace_id,
+                js.span_id == j.span_id,
+                js.rubric == j.rubric_name,
             ),
         )
         .where(j.tenant == record.tenant, j.status == "ok", j.score.is_not(None))
@@ -147,11 +166,15 @@ def _judge_scores(
     if rubric is not None:
         query = query.where(j.rubric_name == rubric)
     latest: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    pi: dict[tuple[str, str], float] = {}
     with engine.connect() as conn:
-        for trace_id, span_id, rubric_name, score in conn.execute(query):
+        for trace_id, span_id, rubric_name, score, prob in conn.execute(query):
             if score is not None:  # filtered in SQL; keeps the type checker informed
-                latest[(trace_id, span_id)][rubric_name] = float(score)  # later ids overwrite
-    return {k: sum(v.values()) / len(v) for k, v in latest.items()}
+                key = (trace_id, span_id)
+                latest[key][rubric_name] = float(score)  # later ids overwrite
+                p = 1.0 if prob is None else min(1.0, max(float(prob), 1e-6))
+                pi[key] = min(pi.get(key, 1.0), p)
+    return {k: (sum(v.values()) / len(v), pi[k]) for k, v in latest.items()}
 
 
 def _pairwise_scores(engine: Engine, record: RolloutRecord) -> list[float]:
@@ -192,14 +215,15 @@ def _thumbs(engine: Engine, record: RolloutRecord, until_ns: int) -> dict[tuple[
 
 def _interval_index(
     record: RolloutRecord, start_ns: Sequence[int], bucket_s: float
-) -> tuple[np.ndarray, int]:
-    """Interval id of each call: (step segment, bucket_s window inside it)."""
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """Interval id of each call (step segment, bucket_s window inside it), the number of ids,
+    and each call's step segment and window."""
     starts = np.array([int(s["started_unix_nano"]) for s in record.steps], dtype=np.int64)
     t = np.asarray(start_ns, dtype=np.int64)
     seg = np.clip(np.searchsorted(starts, t, side="right") - 1, 0, len(starts) - 1)
     within = ((t - starts[seg]) // int(bucket_s * _NS)).astype(np.int64)
     width = int(within.max()) + 1 if t.size else 1
-    return seg * width + within, len(starts) * width
+    return seg * width + within, len(starts) * width, seg, within
 
 
 def _counts(
@@ -217,13 +241,45 @@ def _counts(
     return CountObservations(events[0, used], trials[0, used], events[1, used], trials[1, used])
 
 
-def _split(values: Sequence[float | None], arm: Sequence[int]) -> SampleObservations:
-    def f(v: float | None) -> float:
-        return math.nan if v is None else float(v)
+def sample_strata(
+    step: np.ndarray, block: np.ndarray, arm: np.ndarray, *, weighted: bool
+) -> np.ndarray:
+    """Stratum label per value: the ``bucket_s`` blocks of a step merged until each arm holds
+    :data:`STRATUM_MIN_PER_ARM` values; weighted values (judge scores) by step only -- a few
+    dozen unequally weighted values make a poor Hajek variance, and inside a step the share is
+    constant, so fewer strata keep the contrast unbiased. Shapes (n,) each."""
+    blocks = np.zeros_like(block) if weighted else block
+    return merge_blocks(step, blocks, arm, min_per_arm=STRATUM_MIN_PER_ARM)
 
-    base = [f(v) for v, a in zip(values, arm, strict=True) if a == 0]
-    cand = [f(v) for v, a in zip(values, arm, strict=True) if a == 1]
-    return SampleObservations(np.array(base), np.array(cand))
+
+def _split(
+    values: Sequence[float | None],
+    arm: Sequence[int],
+    step: np.ndarray,
+    block: np.ndarray,
+    inclusion: Sequence[float | None] | None = None,
+) -> SampleObservations:
+    """Per-arm values (None -> NaN), their strata (:func:`merge_blocks` over the known values)
+    and inclusion probabilities."""
+    y = np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64)
+    a = np.asarray(arm, dtype=np.int64)
+    known = ~np.isnan(y)
+    labels = np.full(y.size, -1, np.int64)
+    if known.any():
+        labels[known] = sample_strata(
+            step[known], block[known], a[known], weighted=inclusion is not None
+        )
+    pi = None
+    if inclusion is not None:
+        pi = np.array([math.nan if p is None else p for p in inclusion], dtype=np.float64)
+    return SampleObservations(
+        y[a == 0],
+        y[a == 1],
+        baseline_strata=labels[a == 0],
+        candidate_strata=labels[a == 1],
+        baseline_inclusion=None if pi is None else pi[a == 0],
+        candidate_inclusion=None if pi is None else pi[a == 1],
+    )
 
 
 def load_observations(
@@ -247,7 +303,7 @@ def load_observations(
         check_metric_source(m)
     names = {m.name for m in metrics}
     calls = _load_calls(engine, record, now_ns, text="refusal_rate" in names)
-    interval, n_intervals = _interval_index(record, calls.start_ns, bucket_s)
+    interval, n_intervals, seg_of, block_of = _interval_index(record, calls.start_ns, bucket_s)
     arm = calls.arm
     status, finish = calls.values["status"], calls.values["finish_reason"]
 
@@ -261,7 +317,7 @@ def load_observations(
     out: dict[str, Observations] = {}
     for m in metrics:
         if m.name in _MEAN_COLUMNS:
-            out[m.name] = _split(calls.values[m.name], arm)
+            out[m.name] = _split(calls.values[m.name], arm, seg_of, block_of)
         elif m.name in count_flags:
             out[m.name] = _counts(count_flags[m.name](), arm, interval, n_intervals)
         elif m.name == "pairwise_win_rate":
@@ -271,7 +327,14 @@ def load_observations(
         else:
             rubric = m.name.split(":", 1)[1] if ":" in m.name else None
             scores = _judge_scores(engine, record, now_ns, rubric)
-            out[m.name] = _split([scores.get(k) for k in calls.keys], arm)
+            judged = [scores.get(k) for k in calls.keys]
+            out[m.name] = _split(
+                [None if j is None else j[0] for j in judged],
+                arm,
+                seg_of,
+                block_of,
+                [None if j is None else j[1] for j in judged],
+            )
 
     seg = [int(s["started_unix_nano"]) for s in record.steps]
     bounds = [*seg[1:], now_ns]

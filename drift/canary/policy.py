@@ -10,9 +10,13 @@ caller's job. Method choices: ``shared/reference/drift-canary-judge-methods.md``
 Decision rule (reference section 5 (ii)), with K metrics and ``threshold = K / alpha``
 (e-Bonferroni, valid at every look):
 
-1. An arm without requests in the current step -> ``inconclusive`` ("insufficient canary
-   data") once the step's minimum time (or the time limit) has passed, ``hold`` before. Missing
-   data is not measured harm (case 25 B/C), and routing needs a human.
+1. An arm without stored calls in the current step -> ``hold`` while its calls may still be in
+   flight (calls are stored when they finish: a slow engine takes tens of seconds); ``inconclusive``
+   ("insufficient canary data", the rollout pauses) only on evidence that traffic should have
+   arrived and did not: the gateway's own routing counts when the caller has them, else the
+   step's minimum time and ``no_traffic_pause_s`` both passed and the other arm's traffic
+   implies >= 10 calls for it (or the time limit). Missing data is not measured harm (case 25
+   B/C), and routing needs a human.
 2. SRM gate: Dirichlet-multinomial e-value >= 1/srm_alpha -> ``rollback`` (assignment is
    broken, e.g. the gateway drops canary requests; no metric is trusted).
 3. Any metric's harm e-value (null: harm <= tolerated margin) >= threshold -> ``rollback``;
@@ -26,17 +30,20 @@ Decision rule (reference section 5 (ii)), with K metrics and ``threshold = K / a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Literal
 
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
-
-from drift.canary.sequential import (
-    SequentialResult,
+from drift.canary.observations import (
+    CanaryObservations,
+    CountObservations,
+    Observations,
+    RatioObservations,
+    SampleObservations,
+    StepAssignment,
+    to_float_array,
 )
+from drift.canary.sequential import SequentialResult
 from drift.canary.srm import SrmChiSquareResult, SrmSequentialResult
 
 
@@ -60,6 +67,17 @@ class Action(StrEnum):
     HOLD = "hold"
     ROLLBACK = "rollback"
     INCONCLUSIVE = "inconclusive"
+
+
+__all__ = [
+    "CanaryObservations",
+    "CountObservations",
+    "Observations",
+    "RatioObservations",
+    "SampleObservations",
+    "StepAssignment",
+    "to_float_array",
+]
 
 
 @dataclass(frozen=True)
@@ -142,6 +160,8 @@ class RolloutPolicy:
     metrics: tuple[MetricPolicy, ...] = field(default_factory=default_metrics)
     alpha: float = 0.05
     srm_alpha: float = 0.001
+    #: seconds into a step before an arm without stored calls counts as missing traffic
+    no_traffic_pause_s: float = 300.0
 
     def __post_init__(self) -> None:
         if not self.steps_pct or any(not 0 < s <= 100 for s in self.steps_pct):
@@ -154,95 +174,13 @@ class RolloutPolicy:
             raise ValueError("min_samples_per_step must be >= 2")
         if self.min_step_duration_s < 0 or self.max_duration_s <= 0:
             raise ValueError("min_step_duration_s must be >= 0 and max_duration_s > 0")
+        if not self.no_traffic_pause_s >= 0:
+            raise ValueError("no_traffic_pause_s must be >= 0")
         if not 0 < self.alpha < 1 or not 0 < self.srm_alpha < 1:
             raise ValueError("alpha and srm_alpha must be in (0, 1)")
         names = [m.name for m in self.metrics]
         if not names or len(names) != len(set(names)):
             raise ValueError("metrics must be non-empty with unique names")
-
-
-def to_float_array(values: ArrayLike | None) -> NDArray[np.float64]:
-    """Flatten to float64, ``None`` -> NaN (unknown, never 0); ``None`` input -> empty."""
-    if values is None:
-        return np.empty(0)
-    if isinstance(values, np.ndarray) and values.dtype.kind in "fiu":
-        return values.astype(np.float64, copy=False).ravel()
-    arr = np.array([math.nan if v is None else v for v in np.ravel(np.asarray(values, object))])
-    return arr.astype(np.float64)
-
-
-@dataclass(frozen=True)
-class SampleObservations:
-    """MEAN: per-request values per arm; PAIRWISE: outcomes in ``candidate`` (baseline unused).
-    ``None``/NaN = unknown, dropped."""
-
-    baseline: ArrayLike
-    candidate: ArrayLike
-
-
-@dataclass(frozen=True)
-class CountObservations:
-    """PROPORTION / RARE_EVENT: per-interval event and trial (request) counts, shape (m,)."""
-
-    baseline_events: ArrayLike
-    baseline_trials: ArrayLike
-    candidate_events: ArrayLike
-    candidate_trials: ArrayLike
-
-    @classmethod
-    def from_rates(
-        cls,
-        baseline_rates: ArrayLike,
-        baseline_requests: ArrayLike,
-        candidate_rates: ArrayLike,
-        candidate_requests: ArrayLike,
-    ) -> CountObservations:
-        """From per-interval rates: a null rate with requests > 0 is 0 events (the interval saw
-        no event), with 0 requests it is no data; events = round(rate * requests)."""
-        out: list[NDArray[np.float64]] = []
-        for rates, requests in (
-            (baseline_rates, baseline_requests),
-            (candidate_rates, candidate_requests),
-        ):
-            r, n = to_float_array(rates), to_float_array(requests)
-            if r.shape != n.shape:
-                raise ValueError("rates and requests must have the same length")
-            out += [np.rint(np.where(np.isnan(r), 0.0, r) * n), n]
-        return cls(out[0], out[1], out[2], out[3])
-
-
-@dataclass(frozen=True)
-class RatioObservations:
-    """RATIO: per randomisation unit numerator and denominator, per arm, shape (n,)."""
-
-    baseline_numerator: ArrayLike
-    baseline_denominator: ArrayLike
-    candidate_numerator: ArrayLike
-    candidate_denominator: ArrayLike
-
-
-Observations = SampleObservations | CountObservations | RatioObservations
-
-
-@dataclass(frozen=True)
-class StepAssignment:
-    """Requests routed to each arm during one step at ``candidate_weight_pct`` (SRM input)."""
-
-    candidate_weight_pct: float
-    baseline_count: int
-    candidate_count: int
-
-
-@dataclass(frozen=True)
-class CanaryObservations:
-    """Everything the engine needs at one look. Metric observations are cumulative over the
-    rollout; ``assignments`` has one entry per step so far, the last is the current step."""
-
-    step_index: int
-    elapsed_s: float
-    step_elapsed_s: float
-    assignments: tuple[StepAssignment, ...]
-    metrics: Mapping[str, Observations]
 
 
 MetricStatus = Literal["fail", "pass", "undecided", "no_data"]
@@ -251,7 +189,10 @@ MetricStatus = Literal["fail", "pass", "undecided", "no_data"]
 @dataclass(frozen=True)
 class MetricEvidence:
     """Per-metric evidence: ``harm`` (rollback) and ``non_inferiority`` (promote) e-tests;
-    ``mann_whitney_pvalue`` is a fixed-n one-sided report (Kayenta-style), never decisive."""
+    ``mann_whitney_pvalue`` is a fixed-n one-sided report (Kayenta-style), never decisive;
+    ``tail``: for capped mean metrics (latency, cost), the anytime-valid test that the
+    candidate exceeds each stratum's pooled 90th percentile more often than its traffic share
+    implies (distribution, not mean; reported, not decisive)."""
 
     name: str
     role: str
@@ -267,12 +208,14 @@ class MetricEvidence:
     n_candidate: int
     mann_whitney_pvalue: float | None
     reason: str
+    tail: SequentialResult | None = None
 
 
 @dataclass(frozen=True)
 class Evidence:
     """All evidence at one look. ``kayenta_score``: 100 * share of metrics not failing, with
-    no-data metrics counted as failing (Kayenta's NodataFailMetric); None without metrics."""
+    no-data metrics counted as failing (Kayenta's NodataFailMetric); None without metrics.
+    ``step_routed``: the gateway's routing counts for the current step, when known."""
 
     step_index: int
     elapsed_s: float
@@ -285,6 +228,7 @@ class Evidence:
     alpha: float
     threshold: float
     kayenta_score: float | None
+    step_routed: StepAssignment | None = None
 
 
 @dataclass(frozen=True)
@@ -313,17 +257,34 @@ def _time_limit(evidence: Evidence, policy: RolloutPolicy) -> bool:
 EMPTY_ARM_MIN_EXPECTED = 10.0
 
 
-def _expected_in_empty_arm(evidence: Evidence, policy: RolloutPolicy) -> float:
-    """Requests the empty arm should have received given the other arm's count and the
-    current step's weights (0 when both arms are empty)."""
+def _expected_in_empty_arm(
+    evidence: Evidence, policy: RolloutPolicy, counts: StepAssignment | None = None
+) -> float:
+    """Requests the empty arm should have received given the other arm's count (stored calls,
+    or ``counts``) and the current step's weights (0 when both arms are empty)."""
     steps = policy.steps_pct
     w = steps[min(evidence.step_index, len(steps) - 1)] / 100.0
     nb, nc = evidence.step_baseline_count, evidence.step_candidate_count
+    if counts is not None:
+        nb, nc = counts.baseline_count, counts.candidate_count
     if nc == 0 and nb > 0:
         return math.inf if w >= 1 else nb * w / (1 - w)
     if nb == 0 and nc > 0:
         return math.inf if w <= 0 else nc * (1 - w) / w
     return 0.0
+
+
+def _traffic_missing(
+    evidence: Evidence, policy: RolloutPolicy, waited: bool, both_empty: bool
+) -> bool:
+    """Evidence that an empty arm's traffic should have arrived (rule 1 of the module doc)."""
+    routed = evidence.step_routed
+    if routed is not None:  # the gateway's own counts: routed calls not stored are in flight
+        expected = _expected_in_empty_arm(evidence, policy, routed)
+        return waited and expected >= EMPTY_ARM_MIN_EXPECTED
+    if not waited or evidence.step_elapsed_s < policy.no_traffic_pause_s:
+        return False
+    return both_empty or _expected_in_empty_arm(evidence, policy) >= EMPTY_ARM_MIN_EXPECTED
 
 
 def decide(evidence: Evidence, policy: RolloutPolicy) -> Decision:
@@ -342,20 +303,16 @@ def decide(evidence: Evidence, policy: RolloutPolicy) -> Decision:
     )
     empty: list[str] = []
     if evidence.step_candidate_count == 0:
-        empty.append("insufficient canary data: no candidate requests in this step")
+        empty.append("insufficient canary data: no candidate calls stored yet in this step")
     if evidence.step_baseline_count == 0:
-        empty.append("insufficient baseline data: no baseline requests in this step")
+        empty.append("insufficient baseline data: no baseline calls stored yet in this step")
     if empty:
-        # An empty arm is missing data, not a measured harm (case 25 B/C): a human looks —
-        # after the step's minimum time, once the other arm's traffic says requests should
-        # have arrived (or both arms stayed empty), or at the time limit; until then, hold.
+        # An empty arm is missing data, not a measured harm (case 25 B/C): a human looks once
+        # traffic should have arrived and did not; until then its calls may be in flight: hold.
         reasons = (*empty, srm_reason) if srm.mismatch else tuple(empty)
-        if len(empty) == 2:
-            conclusive = waited
-        else:
-            conclusive = limit or (
-                waited and _expected_in_empty_arm(evidence, policy) >= EMPTY_ARM_MIN_EXPECTED
-            )
+        conclusive = limit or _traffic_missing(evidence, policy, waited, len(empty) == 2)
+        if not conclusive:
+            reasons = (*reasons, "holding: calls of this step may still be in flight")
         return Decision(Action.INCONCLUSIVE if conclusive else Action.HOLD, reasons, evidence)
     if srm.mismatch:
         return Decision(Action.ROLLBACK, (srm_reason,), evidence)

@@ -7,9 +7,9 @@ caller looks. Sources (see ``shared/reference/drift-canary-judge-methods.md`` se
 - Gaussian-mixture mSPRT and its confidence sequence: Johari, Koomen, Pekelis, Walsh,
   "Always valid inference", Operations Research 2022 (section 2.3 (a)).
 - One-sided mixture: the same likelihood ratio mixed over a half-normal prior (derived below).
-- Rare-event conditional count test: beta-binomial mixture over the candidate's share of events,
-  in the spirit of Lindon et al.'s counting-process e-values (section 2.3 (b)).
-- Delta-method ratio variance (section 2.3 (c)); e-Bonferroni and e-BH across metrics
+- Rare-event conditional count test: in ``drift.canary.rare_event``; stratified and
+  design-weighted contrasts in ``drift.canary.stratified``.
+- Delta-method ratio tests: ``drift.canary.ratio``. e-Bonferroni and e-BH across metrics
   (Wang & Ramdas 2022, section 2.3 "Many metrics and many looks").
 
 Contrasts: every two-arm test is about ``theta = mu_candidate - c * mu_baseline`` where ``c`` is
@@ -26,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special
+from scipy import optimize, special
 
 Alternative = Literal["two-sided", "greater", "less"]
 _ALTERNATIVES = ("two-sided", "greater", "less")
@@ -59,21 +59,13 @@ class SequentialResult:
     score_kind: Literal["e_value"] = "e_value"
 
 
-@dataclass(frozen=True)
-class RatioEstimate:
-    """Delta-method estimate of ``sum(numerator) / sum(denominator)`` over ``n`` units."""
-
-    ratio: float
-    variance: float
-    n: int
-
-
 def _check_alpha(alpha: float) -> None:
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
 
-def _check_common(alpha: float, tau2: float, alternative: str) -> None:
+def check_common(alpha: float, tau2: float, alternative: str) -> None:
+    """Raise ValueError naming ``alpha``, ``tau2`` or ``alternative`` when one is invalid."""
     _check_alpha(alpha)
     if not (tau2 > 0.0 and math.isfinite(tau2)):
         raise ValueError(f"tau2 must be a positive finite number, got {tau2}")
@@ -111,7 +103,7 @@ def gaussian_mixture_log_e_value(
 
     Raises ValueError for a non-positive variance or tau2, or an unknown alternative.
     """
-    _check_common(0.5, tau2, alternative)
+    check_common(0.5, tau2, alternative)
     if not (variance > 0.0 and math.isfinite(variance)):
         raise ValueError(f"variance must be a positive finite number, got {variance}")
     diff = estimate - null_value
@@ -137,13 +129,55 @@ def gaussian_mixture_confidence_sequence(
 
     Raises ValueError for non-positive variance/tau2 or alpha outside (0, 1).
     """
-    _check_common(alpha, tau2, "two-sided")
+    check_common(alpha, tau2, "two-sided")
     if not (variance > 0.0 and math.isfinite(variance)):
         raise ValueError(f"variance must be a positive finite number, got {variance}")
     half = math.sqrt(
         variance * (variance + tau2) / tau2 * math.log((variance + tau2) / (variance * alpha**2))
     )
     return estimate - half, estimate + half
+
+
+def one_sided_bound(
+    estimate: float, variance: float, *, tau2: float, alpha: float, alternative: Alternative
+) -> float:
+    """The one-sided (1 - alpha) confidence-sequence bound of the half-normal mixture.
+
+    ``greater``: the lower bound ``L = inf{theta0 : E_greater(theta0) < 1/alpha}``; the test of
+    ``theta <= theta0`` rejects iff ``theta0 < L``. ``less``: the upper bound, mirrored.
+    ``E`` decreases in ``theta0`` (greater), so L is found by bracketing and Brent's root
+    finder (scipy.optimize.brentq) on ``log E - log(1/alpha)``. Time-uniform like the
+    e-value it inverts (Howard, Ramdas, McAuliffe & Sekhon 2021, "Time-uniform, nonparametric,
+    nonasymptotic confidence sequences", Ann. Statist. 49(2), section 3).
+
+    Raises ValueError for non-positive variance/tau2, alpha outside (0, 1) or ``two-sided``.
+    """
+    check_common(alpha, tau2, alternative)
+    if alternative == "two-sided":
+        raise ValueError("alternative must be 'greater' or 'less' for a one-sided bound")
+    if not (variance > 0.0 and math.isfinite(variance)):
+        raise ValueError(f"variance must be a positive finite number, got {variance}")
+    sign = 1.0 if alternative == "greater" else -1.0
+    target = -math.log(alpha)
+
+    def gap(theta0: float) -> float:
+        return (
+            gaussian_mixture_log_e_value(
+                sign * estimate,
+                variance,
+                tau2=tau2,
+                null_value=sign * theta0,
+                alternative="greater",
+            )
+            - target
+        )
+
+    hi = estimate  # log E(estimate) = log sqrt(V/(V+tau2)) < 0 < log(1/alpha): gap < 0
+    lo, step = estimate - sign * math.sqrt(variance), math.sqrt(variance + tau2)
+    while gap(lo) < 0:
+        lo -= sign * step
+        step *= 2
+    return float(optimize.brentq(gap, min(lo, hi), max(lo, hi), xtol=1e-12 * (1 + abs(estimate))))
 
 
 def always_valid_pvalue(log_e_values: Sequence[float]) -> float:
@@ -156,7 +190,7 @@ def always_valid_pvalue(log_e_values: Sequence[float]) -> float:
     return float(min(1.0, math.exp(-max(log_e_values))))
 
 
-def _result(
+def mixture_result(
     method: str,
     estimate: float,
     variance: float,
@@ -168,10 +202,23 @@ def _result(
     n_baseline: int,
     n_candidate: int,
 ) -> SequentialResult:
+    """The mixture e-value (``alternative`` side) of an ``estimate`` with ``variance`` (> 0), as a
+    :class:`SequentialResult`. Its bounds: the two-sided confidence sequence for
+    ``two-sided``; for a one-sided test the one-sided bound on the tested side
+    (:func:`one_sided_bound` at ``1/alpha``; the other side None), so the test rejects exactly
+    when the bound excludes ``null_value`` -- pass the per-metric level (``alpha/K``)."""
     log_e = gaussian_mixture_log_e_value(
         estimate, variance, tau2=tau2, null_value=null_value, alternative=alternative
     )
-    lower, upper = gaussian_mixture_confidence_sequence(estimate, variance, tau2=tau2, alpha=alpha)
+    lower: float | None
+    upper: float | None
+    if alternative == "two-sided":
+        lower, upper = gaussian_mixture_confidence_sequence(
+            estimate, variance, tau2=tau2, alpha=alpha
+        )
+    else:
+        bound = one_sided_bound(estimate, variance, tau2=tau2, alpha=alpha, alternative=alternative)
+        lower, upper = (bound, None) if alternative == "greater" else (None, bound)
     return SequentialResult(
         method=method,
         statistic=estimate,
@@ -189,7 +236,7 @@ def _result(
     )
 
 
-def _variance_floor(variance: float, *scales: float) -> float:
+def variance_floor(variance: float, *scales: float) -> float:
     # Constant data give V = 0, where the mixture is undefined; a floor relative to the data's
     # scale keeps identical constant arms a clean "no difference" (Kayenta: constant -> Pass).
     scale = max([1.0, *(abs(s) for s in scales)])
@@ -216,7 +263,7 @@ def mean_difference_test(
 
     Raises ValueError when an arm has fewer than 2 observations or an argument is invalid.
     """
-    _check_common(alpha, tau2, alternative)
+    check_common(alpha, tau2, alternative)
     a = _clean(baseline, "baseline", 2)
     b = _clean(candidate, "candidate", 2)
     if cap is not None:
@@ -224,8 +271,8 @@ def mean_difference_test(
     c = baseline_factor
     mean_a, mean_b = float(a.mean()), float(b.mean())
     variance = float(b.var(ddof=1)) / b.size + c * c * float(a.var(ddof=1)) / a.size
-    variance = _variance_floor(variance, mean_a, mean_b)
-    return _result(
+    variance = variance_floor(variance, mean_a, mean_b)
+    return mixture_result(
         "gaussian_mixture_mean",
         mean_b - c * mean_a,
         variance,
@@ -258,7 +305,7 @@ def proportion_difference_test(
 
     Raises ValueError for negative counts, events > trials, or an arm without trials.
     """
-    _check_common(alpha, tau2, alternative)
+    check_common(alpha, tau2, alternative)
     for name, k, n in (
         ("baseline", events_baseline, trials_baseline),
         ("candidate", events_candidate, trials_candidate),
@@ -272,7 +319,7 @@ def proportion_difference_test(
     s_a = (events_baseline + 1) / (trials_baseline + 2)
     s_b = (events_candidate + 1) / (trials_candidate + 2)
     variance = s_b * (1 - s_b) / trials_candidate + c * c * s_a * (1 - s_a) / trials_baseline
-    return _result(
+    return mixture_result(
         "gaussian_mixture_proportion",
         p_b - c * p_a,
         variance,
@@ -282,65 +329,6 @@ def proportion_difference_test(
         alternative=alternative,
         n_baseline=int(trials_baseline),
         n_candidate=int(trials_candidate),
-    )
-
-
-def delta_method_ratio(numerator: ArrayLike, denominator: ArrayLike) -> RatioEstimate:
-    """Ratio ``R = mean(Y)/mean(X)`` over randomisation units with its delta-method variance.
-
-    ``numerator`` Y, ``denominator`` X: shape (n,), one entry per unit (e.g. USD and requests
-    per session); pairs with a NaN are dropped. ``Var(R) = (s_Y^2 - 2 R s_XY + R^2 s_X^2) /
-    (n Xbar^2)`` (reference section 2.3 (c)).
-
-    Raises ValueError for mismatched shapes, fewer than 2 units or a zero mean denominator.
-    """
-    y = np.asarray(numerator, dtype=np.float64).ravel()
-    x = np.asarray(denominator, dtype=np.float64).ravel()
-    if y.shape != x.shape:
-        raise ValueError(f"numerator and denominator shapes differ: {y.shape} vs {x.shape}")
-    keep = ~(np.isnan(y) | np.isnan(x))
-    y, x = y[keep], x[keep]
-    if y.size < 2:
-        raise ValueError(f"numerator needs at least 2 non-null units, got {y.size}")
-    x_bar = float(x.mean())
-    if x_bar == 0.0:
-        raise ValueError("denominator has mean 0; the ratio is undefined")
-    ratio = float(y.mean()) / x_bar
-    cov = np.cov(np.vstack([y, x]), ddof=1)
-    var = (cov[0, 0] - 2 * ratio * cov[0, 1] + ratio * ratio * cov[1, 1]) / (y.size * x_bar**2)
-    return RatioEstimate(ratio=ratio, variance=max(float(var), 0.0), n=int(y.size))
-
-
-def ratio_difference_test(
-    baseline: RatioEstimate,
-    candidate: RatioEstimate,
-    *,
-    tau2: float,
-    alpha: float = 0.05,
-    null_value: float = 0.0,
-    baseline_factor: float = 1.0,
-    alternative: Alternative = "two-sided",
-) -> SequentialResult:
-    """Gaussian-mixture test of ``theta = R_B - c R_A`` with ``V = Var_B + c^2 Var_A``.
-
-    Inputs from :func:`delta_method_ratio` (reference section 2.3 (c)). Raises ValueError for
-    invalid arguments.
-    """
-    _check_common(alpha, tau2, alternative)
-    c = baseline_factor
-    variance = _variance_floor(
-        candidate.variance + c * c * baseline.variance, baseline.ratio, candidate.ratio
-    )
-    return _result(
-        "gaussian_mixture_ratio",
-        candidate.ratio - c * baseline.ratio,
-        variance,
-        tau2=tau2,
-        alpha=alpha,
-        null_value=null_value,
-        alternative=alternative,
-        n_baseline=baseline.n,
-        n_candidate=candidate.n,
     )
 
 
@@ -358,11 +346,11 @@ def one_sample_mean_test(
     null is a win rate of 0.5. ``values`` shape (n,), NaN dropped; ``n_baseline`` is reported
     as 0. Raises ValueError for fewer than 2 values or invalid arguments.
     """
-    _check_common(alpha, tau2, alternative)
+    check_common(alpha, tau2, alternative)
     v = _clean(values, "values", 2)
     mean = float(v.mean())
-    variance = _variance_floor(float(v.var(ddof=1)) / v.size, mean)
-    return _result(
+    variance = variance_floor(float(v.var(ddof=1)) / v.size, mean)
+    return mixture_result(
         "gaussian_mixture_one_sample",
         mean,
         variance,
@@ -401,137 +389,3 @@ def e_benjamini_hochberg(e_values: Sequence[float], alpha: float) -> tuple[bool,
     reject = np.zeros(k_total, dtype=bool)
     reject[order[:k_star]] = True
     return tuple(bool(r) for r in reject)
-
-
-def _log_sigmoid(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    return -np.logaddexp(0.0, -x)
-
-
-def rare_event_test(
-    events_baseline: ArrayLike,
-    exposure_baseline: ArrayLike,
-    events_candidate: ArrayLike,
-    exposure_candidate: ArrayLike,
-    *,
-    alpha: float = 0.05,
-    rate_ratio_null: float = 1.0,
-    alternative: Alternative = "greater",
-    prior_a: float = 1.0,
-    prior_b: float = 1.0,
-) -> SequentialResult:
-    """Conditional count e-value for rare events (errors, refusals) over intervals.
-
-    Inputs: per-interval event counts and exposures (requests), shape (m,) each. Given the
-    ``N_i`` events of interval i and the candidate's exposure share ``s_i``, the candidate's
-    count is ``Binomial(N_i, rho_i(r))`` with ``rho_i(r) = s_i r / (1 - s_i + s_i r)`` and
-    ``r`` the candidate/baseline rate ratio (reference section 2.3 (b); per-interval shares keep
-    it valid while the traffic weight changes between steps). The e-value mixes the likelihood
-    ratio against ``r0 = rate_ratio_null`` over a Beta(a, b) prior on ``r/(1+r)`` (the event
-    share at equal exposure), truncated to ``r > r0`` for ``greater`` / ``r < r0`` for
-    ``less``. For one interval with ``s = 1/2`` and ``r0 = 1`` this is exactly the reference's
-    ``B(k_B+a, k_A+b)/B(a,b) / (rho0^k_B (1-rho0)^k_A)``. The integral over ``log r`` is a
-    trapezoid rule on a global grid plus a fine grid around the likelihood's peak.
-
-    ``statistic`` is ``log((k_B+0.5)/E_B) - log((k_A+0.5)/E_A)``; no confidence sequence.
-    Raises ValueError for shape mismatches, negative counts, events without exposure, or
-    invalid parameters.
-    """
-    _check_common(alpha, 1.0, alternative)
-    if not (rate_ratio_null > 0 and math.isfinite(rate_ratio_null)):
-        raise ValueError(f"rate_ratio_null must be positive, got {rate_ratio_null}")
-    if prior_a <= 0 or prior_b <= 0:
-        raise ValueError(f"prior_a and prior_b must be positive, got {prior_a}, {prior_b}")
-    arrays = [
-        np.atleast_1d(np.asarray(v, dtype=np.float64))
-        for v in (events_baseline, exposure_baseline, events_candidate, exposure_candidate)
-    ]
-    k_a, n_a, k_b, n_b = arrays
-    if not all(arr.shape == k_a.shape and arr.ndim == 1 for arr in arrays):
-        raise ValueError("events_* and exposure_* must be 1-d arrays of the same length")
-    for name, arr in zip(
-        ("events_baseline", "exposure_baseline", "events_candidate", "exposure_candidate"),
-        arrays,
-        strict=True,
-    ):
-        if np.any(~np.isfinite(arr)) or np.any(arr < 0):
-            raise ValueError(f"{name} must be finite and nonnegative")
-    if np.any((k_a > 0) & (n_a == 0)) or np.any((k_b > 0) & (n_b == 0)):
-        raise ValueError("events reported for an interval with zero exposure")
-    total_a, total_b = float(n_a.sum()), float(n_b.sum())
-    sum_ka, sum_kb = float(k_a.sum()), float(k_b.sum())
-    estimate = (
-        math.log((sum_kb + 0.5) / total_b) - math.log((sum_ka + 0.5) / total_a)
-        if total_a > 0 and total_b > 0
-        else math.nan
-    )
-    # Only intervals with events in a two-arm interval carry information.
-    keep = (k_a + k_b > 0) & (n_a > 0) & (n_b > 0)
-    # The likelihood depends on the counts only through their sums per exposure share.
-    shifts, group = np.unique(np.log(n_b[keep]) - np.log(n_a[keep]), return_inverse=True)
-    ka = np.bincount(group, weights=k_a[keep], minlength=shifts.size).astype(np.float64)
-    kb = np.bincount(group, weights=k_b[keep], minlength=shifts.size).astype(np.float64)
-    shift = shifts  # logit of the candidate's exposure share s_i
-    x0 = math.log(rate_ratio_null)
-    log_e = 0.0
-    if ka.size:
-        log_e = _rare_event_log_mixture(ka, kb, shift, x0, alternative, prior_a, prior_b)
-    return SequentialResult(
-        method="beta_binomial_rare_event",
-        statistic=estimate,
-        null_value=x0,
-        alternative=alternative,
-        e_value=math.exp(min(log_e, 700.0)),
-        log_e_value=log_e,
-        pvalue=min(1.0, math.exp(-log_e)) if log_e > -700.0 else 1.0,
-        alpha=alpha,
-        ci_lower=None,
-        ci_upper=None,
-        variance=None,
-        n_baseline=int(total_a),
-        n_candidate=int(total_b),
-    )
-
-
-def _rare_event_log_mixture(
-    ka: NDArray[np.float64],
-    kb: NDArray[np.float64],
-    shift: NDArray[np.float64],
-    x0: float,
-    alternative: str,
-    a: float,
-    b: float,
-) -> float:
-    def log_lik(x: NDArray[np.float64]) -> NDArray[np.float64]:
-        z = x[:, None] + shift[None, :]
-        return (_log_sigmoid(z) @ kb) + (_log_sigmoid(-z) @ ka)
-
-    def log_prior(x: NDArray[np.float64]) -> NDArray[np.float64]:
-        return a * _log_sigmoid(x) + b * _log_sigmoid(-x) - special.betaln(a, b)
-
-    coarse = np.linspace(-40.0, 40.0, 801)
-    center = math.log((kb.sum() + 0.5) / (ka.sum() + 0.5)) - float(np.median(shift))
-    sd = math.sqrt(1.0 / (ka.sum() + 0.5) + 1.0 / (kb.sum() + 0.5))
-    peak = float(coarse[np.argmax(log_lik(coarse) + log_prior(coarse))])
-    grid = np.unique(
-        np.concatenate(
-            [
-                coarse,
-                np.linspace(center - 12 * sd, center + 12 * sd, 801),
-                np.linspace(peak - 0.2, peak + 0.2, 201),
-                [x0],
-            ]
-        )
-    )
-    sigma0 = 1.0 / (1.0 + math.exp(-x0))
-    if alternative == "greater":
-        grid = grid[grid >= x0]
-        log_mass = math.log(float(special.betaincc(a, b, sigma0)))
-    elif alternative == "less":
-        grid = grid[grid <= x0]
-        log_mass = math.log(float(special.betainc(a, b, sigma0)))
-    else:
-        log_mass = 0.0
-    log_f = log_lik(grid) + log_prior(grid)
-    top = float(log_f.max())
-    integral = float(np.trapezoid(np.exp(log_f - top), grid))
-    return top + math.log(integral) - log_mass - float(log_lik(np.array([x0]))[0])

@@ -1,33 +1,35 @@
-"""Monte-Carlo check of the canary decision engine on simulated request streams (pure, ``rng``).
+"""Monte-Carlo check of the canary decision engine on simulated rollouts (pure, explicit ``rng``).
 
-Each run is one rollout step at a fixed candidate share. Requests arrive in ``looks`` batches
-of ``samples_per_look``; each request goes to the candidate with probability ``share``. After
-every batch the engine sees the cumulative data (``build_evidence`` + ``decide``); the run ends at
-the first promote, rollback or inconclusive (time limit = the last look).
+Each run is one rollout of the one-metric policy of :func:`simulation_policy` with steps
+``(share, next share, 100 %)`` (:func:`step_shares`). Requests arrive in ``looks`` batches of
+``samples_per_look``; each goes to the candidate with the current step's share. After every batch
+the production path decides on the cumulative data: :func:`drift.canary.evidence.build_evidence`
+then :func:`drift.canary.policy.decide`, and :func:`drift.canary.policy.next_weights` applies the
+decision (promote -> next step, rollback -> end). Strata are what the canary job builds
+(``drift.canary.observe``): one stratum per step and time block (a look), blocks merged inside a
+step until each arm holds :data:`~drift.canary.observe.STRATUM_MIN_PER_ARM` values (judge
+scores: by step, ``drift.canary.observe.sample_strata``); count
+metrics one interval per look. Metrics and effects: ``drift.canary.simulate_metrics``.
 
-Simulated metrics (the policy from :func:`simulation_policy`, K = 3, family alpha):
+Scenarios:
 
-- ``ttft_s``: lognormal(ln 0.4, 0.6) seconds, capped at 10 s, increase_is_bad, relative margin 5 %.
-- ``error_rate``: Bernoulli(0.02) per request in per-look intervals, rare-event test, rate-ratio
-  margin 50 %.
-- ``judge_score``: normal(4, 0.8) clipped to [1, 5], decrease_is_bad, absolute margin 0.2.
+- ``aa``: candidate identical. Any rollback is false; promotion is correct.
+- ``aa-load-step``: identical, but from step 1 on every request of both arms is slower (x1.5),
+  more often truncated (rate x1.5) or judged lower (-0.3): the load / time-of-day shift that
+  pooling mistook for a candidate effect. Any rollback is false.
+- ``ni-boundary``: the candidate sits exactly at the margin: both nulls hold at their boundary,
+  so any promote and any rollback is false.
+- ``regression``: candidate twice the margin worse: any promote is false; rollback is correct.
+- ``judge-biased-sampling``: judge-score only, candidate 0.3 worse (margin 0.2) judged at the
+  sampler's unequal rates: any promote is false.
 
-Scenarios: ``aa`` (candidate identical) and ``regression`` (candidate TTFT x 1.10, i.e. a 10 %
-regression, twice the tolerated margin; everything else identical).
-
-Definitions:
-
-- ``false_decision_rate``: in ``aa``, the share of runs that roll back (for any reason, SRM gate
-  included): no rollback is ever warranted there. A promote in ``aa`` is correct, because the
-  candidate's true effect (0) is inside every margin and ``decide`` only promotes after every
-  metric's non-inferiority e-value reached K/alpha. In ``regression``, the share of runs that
-  promote: the true TTFT harm exceeds its margin, so any promote is false.
-- ``detection_samples_ratio`` (``regression`` only): the total number of requests (both arms)
-  by which 80 % of runs have rolled back, divided by the total a fixed-n one-sided z-test needs
-  for the same contrast (``mu_B - 1.05 mu_A <= 0``), the same per-metric level alpha/K and power
-  0.8, at the same split: ``N = (z_{1-alpha/K} + z_{0.8})^2 (sd_B^2/share + 1.05^2
-  sd_A^2/(1-share)) / (mu_B - 1.05 mu_A)^2`` (standard sample-size formula), with the capped
-  lognormal's mean and SD taken from 10^6 draws. ``inf`` if fewer than 80 % of runs roll back.
+Outputs (per run, a decision counts once): ``false_promote_rate`` (runs with a promote where
+promote is false), ``false_rollback_rate`` (runs with a rollback where rollback is false),
+``false_decision_rate`` (runs with either), and for ``regression`` / ``judge-biased-sampling``
+``detection_samples_ratio``: requests (both arms) by which 80 % of runs rolled back, divided by
+:func:`~drift.canary.simulate_metrics.fixed_n` for the scenario's effect at the first step's
+share (inf when fewer than 80 % roll back). The horizon is ``3 x fixed_n`` requests (the
+regression's effect for ``aa*`` and ``ni-boundary``) unless ``samples_per_look`` is given.
 """
 
 from __future__ import annotations
@@ -37,35 +39,35 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from drift.canary.evidence import build_evidence
-from drift.canary.policy import (
-    Action,
+from drift.canary.observations import (
     CanaryObservations,
     CountObservations,
-    Direction,
-    MetricKind,
-    MetricPolicy,
-    RolloutPolicy,
     SampleObservations,
     StepAssignment,
-    decide,
 )
+from drift.canary.observe import sample_strata
+from drift.canary.policy import Action, RolloutPolicy, decide, initial_state, next_weights
+from drift.canary.simulate_metrics import SPECS, Metric, MetricSpec, draw, fixed_n, judge_sample
 
-Scenario = Literal["aa", "regression"]
-_TTFT_LOG_MEAN, _TTFT_LOG_SD, _TTFT_CAP = math.log(0.4), 0.6, 10.0
-_ERROR_RATE = 0.02
-_TTFT_MARGIN = 0.05
-_REGRESSION = 1.10
-_LOOK_INTERVAL_S = 60.0
+Scenario = Literal["aa", "regression", "aa-load-step", "ni-boundary", "judge-biased-sampling"]
+SCENARIOS: tuple[Scenario, ...] = (
+    "aa",
+    "regression",
+    "aa-load-step",
+    "ni-boundary",
+    "judge-biased-sampling",
+)
+_LOOK_S = 60.0
 
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """Outcome counts and the two headline numbers (definitions in the module docstring)."""
+    """Outcome counts and the rates defined in the module docstring."""
 
     scenario: str
+    metric: str
     runs: int
     looks: int
     samples_per_look: int
@@ -73,161 +75,202 @@ class SimulationResult:
     alpha: float
     promote: int
     rollback: int
-    inconclusive: int
+    undecided: int
+    false_promote_rate: float
+    false_rollback_rate: float
     false_decision_rate: float
-    mean_samples_at_decision: float | None
     detection_samples_ratio: float | None
-    fixed_n_samples: float | None
+    fixed_n_samples: float
 
 
-def simulation_policy(alpha: float, looks: int) -> RolloutPolicy:
-    """The 3-metric, one-decision-step policy the simulation runs (time limit = last look)."""
-    inc, dec = Direction.INCREASE_IS_BAD, Direction.DECREASE_IS_BAD
+def step_shares(share: float) -> tuple[float, float]:
+    """Candidate shares of steps 0 and 1: ``share`` then ``min(5 share, (1 + share) / 2)``
+    (5 % -> 25 %, 25 % -> 62.5 %, 50 % -> 75 %)."""
+    return share, min(5 * share, (1 + share) / 2)
+
+
+def simulation_policy(spec: MetricSpec, share: float, alpha: float, looks: int) -> RolloutPolicy:
+    """One metric (K = 1, threshold 1/alpha), steps ``(share, next, 100)`` in percent, 50
+    requests and no minimum time per step, time limit = the last look."""
+    s0, s1 = step_shares(share)
     return RolloutPolicy(
         name="simulation",
         baseline_variant="baseline",
         candidate_variant="candidate",
-        steps_pct=(50.0, 100.0),
+        steps_pct=(100 * s0, 100 * s1, 100.0),
         min_samples_per_step=50,
         min_step_duration_s=0.0,
-        max_duration_s=looks * _LOOK_INTERVAL_S,
+        max_duration_s=looks * _LOOK_S,
         alpha=alpha,
-        metrics=(
-            MetricPolicy(
-                "ttft_s", MetricKind.MEAN, inc, _TTFT_MARGIN, relative=True, cap=_TTFT_CAP
-            ),
-            MetricPolicy("error_rate", MetricKind.RARE_EVENT, inc, 0.5, relative=True),
-            MetricPolicy("judge_score", MetricKind.MEAN, dec, 0.2, role="quality"),
-        ),
+        metrics=(spec.policy,),
     )
 
 
-def _ttft(rng: np.random.Generator, n: int, scale: float) -> np.ndarray:
-    return scale * rng.lognormal(_TTFT_LOG_MEAN, _TTFT_LOG_SD, size=n)
+def _effect(spec: MetricSpec, scenario: Scenario) -> float | None:
+    if scenario in ("aa", "aa-load-step"):
+        return None
+    if scenario == "ni-boundary":
+        return spec.ni_boundary
+    return -0.3 if scenario == "judge-biased-sampling" else spec.regression
 
 
-def fixed_n_total_samples(
-    alpha: float, n_metrics: int, share: float, rng: np.random.Generator, power: float = 0.8
-) -> float:
-    """Total requests a fixed-n one-sided z-test needs to detect the simulated TTFT regression
-    (formula in the module docstring). Raises ValueError for invalid arguments."""
-    if not 0 < share < 1:
-        raise ValueError(f"share must be in (0, 1), got {share}")
-    if not 0 < power < 1 or not 0 < alpha < 1 or n_metrics < 1:
-        raise ValueError("power and alpha must be in (0, 1), n_metrics >= 1")
-    draws = np.minimum(_ttft(rng, 1_000_000, 1.0), _TTFT_CAP)
-    mu_a, sd_a = float(draws.mean()), float(draws.std(ddof=1))
-    cand = np.minimum(_REGRESSION * _ttft(rng, 1_000_000, 1.0), _TTFT_CAP)
-    mu_b, sd_b = float(cand.mean()), float(cand.std(ddof=1))
-    c = 1.0 + _TTFT_MARGIN
-    z = stats.norm.ppf(1 - alpha / n_metrics) + stats.norm.ppf(power)
-    variance_per_total = sd_b**2 / share + c * c * sd_a**2 / (1 - share)
-    return float(z * z * variance_per_total / (mu_b - c * mu_a) ** 2)
+class _Stream:
+    """Cumulative per-arm data of one run."""
+
+    def __init__(self) -> None:
+        self.values: list[list[np.ndarray]] = [[], []]
+        self.pi: list[list[np.ndarray]] = [[], []]
+        self.step: list[list[np.ndarray]] = [[], []]
+        self.block: list[list[np.ndarray]] = [[], []]
+        self.counts: list[tuple[float, float, float, float]] = []
+
+    def add(self, arm: int, values: np.ndarray, pi: np.ndarray, step: int, look: int) -> None:
+        self.values[arm].append(values)
+        self.pi[arm].append(pi)
+        self.step[arm].append(np.full(values.size, step))
+        self.block[arm].append(np.full(values.size, look))
+
+    def sample_observations(self, weighted: bool) -> SampleObservations:
+        v = [np.concatenate(x) if x else np.empty(0) for x in self.values]
+        arm = np.concatenate([np.zeros(v[0].size, np.int64), np.ones(v[1].size, np.int64)])
+        step = np.concatenate([np.concatenate(x) if x else np.empty(0) for x in self.step])
+        block = np.concatenate([np.concatenate(x) if x else np.empty(0) for x in self.block])
+        labels = sample_strata(step, block, arm, weighted=weighted)
+        pi = [np.concatenate(x) if x else np.empty(0) for x in self.pi]
+        return SampleObservations(
+            v[0],
+            v[1],
+            baseline_strata=labels[arm == 0],
+            candidate_strata=labels[arm == 1],
+            baseline_inclusion=pi[0] if weighted else None,
+            candidate_inclusion=pi[1] if weighted else None,
+        )
 
 
 def simulate_run(
     scenario: Scenario,
+    spec: MetricSpec,
     policy: RolloutPolicy,
     *,
     looks: int,
     samples_per_look: int,
-    share: float,
     rng: np.random.Generator,
-) -> tuple[Action, int]:
-    """One simulated step; returns (final action, total requests seen at that look)."""
-    scale = _REGRESSION if scenario == "regression" else 1.0
-    ttft: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
-    judge: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
-    errors = np.zeros((2, looks))
-    trials = np.zeros((2, looks))
+) -> tuple[bool, bool, int | None]:
+    """One rollout; returns (promoted at least once, rolled back, requests at the rollback)."""
+    effect = _effect(spec, scenario)
+    state = initial_state(policy)
+    stream = _Stream()
+    assignments: list[StepAssignment] = []
+    step_started = 0
+    promoted = False
     total = 0
     for look in range(looks):
+        share = state.candidate_weight_pct / 100.0
+        step = state.step_index
+        load = scenario == "aa-load-step" and step >= 1
+        if len(assignments) <= step:
+            assignments.append(StepAssignment(100 * share, 0, 0))
+            step_started = look
         n_cand = int(rng.binomial(samples_per_look, share))
-        for arm, n, arm_scale in ((0, samples_per_look - n_cand, 1.0), (1, n_cand, scale)):
-            ttft[arm].append(_ttft(rng, n, arm_scale))
-            judge[arm].append(np.clip(rng.normal(4.0, 0.8, size=n), 1.0, 5.0))
-            errors[arm, look] = rng.binomial(n, _ERROR_RATE)
-            trials[arm, look] = n
-        total += samples_per_look
-        obs = CanaryObservations(
-            step_index=0,
-            elapsed_s=(look + 1) * _LOOK_INTERVAL_S,
-            step_elapsed_s=(look + 1) * _LOOK_INTERVAL_S,
-            assignments=(StepAssignment(100 * share, int(trials[0].sum()), int(trials[1].sum())),),
-            metrics={
-                "ttft_s": SampleObservations(np.concatenate(ttft[0]), np.concatenate(ttft[1])),
-                "error_rate": CountObservations(
-                    errors[0, : look + 1],
-                    trials[0, : look + 1],
-                    errors[1, : look + 1],
-                    trials[1, : look + 1],
-                ),
-                "judge_score": SampleObservations(
-                    np.concatenate(judge[0]), np.concatenate(judge[1])
-                ),
-            },
+        counts = []
+        for arm, n in ((0, samples_per_look - n_cand), (1, n_cand)):
+            values = draw(spec, rng, n, effect if arm == 1 else None, load)
+            pi = np.ones(values.size)
+            if spec.metric == "judge-score":
+                values, pi = judge_sample(values, arm == 1, rng)
+            stream.add(arm, values, pi, step, look)
+            counts += [float(values.sum()), float(n)]
+        stream.counts.append((counts[0], counts[1], counts[2], counts[3]))
+        a = assignments[step]
+        assignments[step] = StepAssignment(
+            a.candidate_weight_pct,
+            a.baseline_count + samples_per_look - n_cand,
+            a.candidate_count + n_cand,
         )
-        action = decide(build_evidence(obs, policy, fixed_n_report=False), policy).action
-        if action is not Action.HOLD:
-            return action, total
-    return Action.HOLD, total
+        total += samples_per_look
+        obs: SampleObservations | CountObservations
+        if spec.metric == "proportion":
+            ka, na, kb, nb = (np.array(c) for c in zip(*stream.counts, strict=True))
+            obs = CountObservations(ka, na, kb, nb)
+        else:
+            obs = stream.sample_observations(weighted=spec.metric == "judge-score")
+        observations = CanaryObservations(
+            step_index=step,
+            elapsed_s=(look + 1) * _LOOK_S,
+            step_elapsed_s=(look + 1 - step_started) * _LOOK_S,
+            assignments=tuple(assignments),
+            metrics={spec.policy.name: obs},
+        )
+        decision = decide(build_evidence(observations, policy, fixed_n_report=False), policy)
+        if decision.action is Action.ROLLBACK:
+            return promoted, True, total
+        promoted |= decision.action is Action.PROMOTE
+        state = next_weights(policy, state, decision)
+        if state.status != "running":
+            break
+    return promoted, False, None
 
 
 def simulate(
     scenario: Scenario,
+    metric: Metric,
     *,
     runs: int,
-    looks: int,
     rng: np.random.Generator,
-    samples_per_look: int = 400,
-    share: float = 0.5,
+    share: float = 0.05,
+    looks: int = 50,
+    samples_per_look: int | None = None,
     alpha: float = 0.05,
 ) -> SimulationResult:
-    """Run ``runs`` simulated steps of ``looks`` looks each and summarise (see module docstring).
+    """Run ``runs`` simulated rollouts and summarise them (definitions in the module docstring).
 
-    Raises ValueError for an unknown scenario or non-positive sizes.
+    Raises ValueError for an unknown scenario or metric, ``judge-biased-sampling`` with another
+    metric than judge-score, non-positive sizes or a share outside (0, 1).
     """
-    if scenario not in ("aa", "regression"):
-        raise ValueError(f"scenario must be 'aa' or 'regression', got {scenario!r}")
-    if runs < 1 or looks < 1 or samples_per_look < 2:
+    if scenario not in SCENARIOS:
+        raise ValueError(f"scenario must be one of {SCENARIOS}, got {scenario!r}")
+    if metric not in SPECS:
+        raise ValueError(f"metric must be one of {tuple(SPECS)}, got {metric!r}")
+    if scenario == "judge-biased-sampling" and metric != "judge-score":
+        raise ValueError("scenario judge-biased-sampling needs metric judge-score")
+    if runs < 1 or looks < 1 or (samples_per_look is not None and samples_per_look < 2):
         raise ValueError("runs and looks must be >= 1, samples_per_look >= 2")
     if not 0 < share < 1:
         raise ValueError(f"share must be in (0, 1), got {share}")
-    policy = simulation_policy(alpha, looks)
-    actions: list[Action] = []
-    samples: list[int] = []
-    for _ in range(runs):
-        action, n = simulate_run(
-            scenario, policy, looks=looks, samples_per_look=samples_per_look, share=share, rng=rng
-        )
-        actions.append(action)
-        samples.append(n)
-    counts = {a: sum(1 for x in actions if x is a) for a in Action}
-    decided = [n for a, n in zip(actions, samples, strict=True) if a is not Action.HOLD]
+    spec = SPECS[metric]
+    effect = _effect(
+        spec, "judge-biased-sampling" if scenario == "judge-biased-sampling" else "regression"
+    )
+    n_fixed = fixed_n(spec, share, alpha, effect=effect)
+    per_look = samples_per_look or max(2, math.ceil(3 * n_fixed / looks))
+    policy = simulation_policy(spec, share, alpha, looks)
+    outcomes = [
+        simulate_run(scenario, spec, policy, looks=looks, samples_per_look=per_look, rng=rng)
+        for _ in range(runs)
+    ]
+    promote = sum(1 for p, _, _ in outcomes if p)
+    rollback = sum(1 for _, r, _ in outcomes if r)
+    promote_false = scenario not in ("aa", "aa-load-step")
+    rollback_false = scenario in ("aa", "aa-load-step", "ni-boundary")
+    false_any = sum(1 for p, r, _ in outcomes if (p and promote_false) or (r and rollback_false))
     ratio: float | None = None
-    fixed: float | None = None
-    if scenario == "regression":
-        false_rate = counts[Action.PROMOTE] / runs
-        fixed = fixed_n_total_samples(alpha, len(policy.metrics), share, rng)
-        stops = sorted(
-            n if a is Action.ROLLBACK else math.inf for a, n in zip(actions, samples, strict=True)
-        )
-        q80 = stops[math.ceil(0.8 * runs) - 1]
-        ratio = q80 / fixed
-    else:
-        false_rate = counts[Action.ROLLBACK] / runs
+    if scenario in ("regression", "judge-biased-sampling"):
+        stops = sorted(n if n is not None else math.inf for _, _, n in outcomes)
+        ratio = stops[math.ceil(0.8 * runs) - 1] / n_fixed
     return SimulationResult(
         scenario=scenario,
+        metric=metric,
         runs=runs,
         looks=looks,
-        samples_per_look=samples_per_look,
+        samples_per_look=per_look,
         share=share,
         alpha=alpha,
-        promote=counts[Action.PROMOTE],
-        rollback=counts[Action.ROLLBACK],
-        inconclusive=counts[Action.INCONCLUSIVE] + counts[Action.HOLD],
-        false_decision_rate=false_rate,
-        mean_samples_at_decision=float(np.mean(decided)) if decided else None,
+        promote=promote,
+        rollback=rollback,
+        undecided=sum(1 for p, r, _ in outcomes if not p and not r),
+        false_promote_rate=promote / runs if promote_false else 0.0,
+        false_rollback_rate=rollback / runs if rollback_false else 0.0,
+        false_decision_rate=false_any / runs,
         detection_samples_ratio=ratio,
-        fixed_n_samples=fixed,
+        fixed_n_samples=n_fixed,
     )

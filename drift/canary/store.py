@@ -9,9 +9,7 @@ optimistic concurrency on ``version``: a change computed from a stale read is re
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,14 +17,8 @@ from typing import Any
 from sqlalchemy import Engine, RowMapping, insert, select, update
 
 from collector.store.models.canary import Rollout, RolloutDecision, RolloutOverride
-from drift.canary.policy import (
-    Direction,
-    Evidence,
-    MetricKind,
-    MetricPolicy,
-    RolloutPolicy,
-    initial_state,
-)
+from drift.canary.codec import evidence_to_json, policy_from_json, policy_to_json
+from drift.canary.policy import RolloutPolicy, initial_state
 from drift.errors import DriftError
 
 #: statuses in which nothing changes any more
@@ -55,57 +47,7 @@ class RolloutConflictError(RolloutError):
     """The rollout changed since it was read (version mismatch); read again and retry."""
 
 
-def policy_to_json(policy: RolloutPolicy) -> dict[str, Any]:
-    """``RolloutPolicy`` -> plain JSON (enums as their string values)."""
-    out = dataclasses.asdict(policy)
-    out["steps_pct"] = list(policy.steps_pct)
-    out["metrics"] = [
-        {**dataclasses.asdict(m), "kind": m.kind.value, "direction": m.direction.value}
-        for m in policy.metrics
-    ]
-    return out
-
-
-def policy_from_json(data: Mapping[str, Any]) -> RolloutPolicy:
-    """Inverse of :func:`policy_to_json`.
-
-    Raises:
-        ValueError: a missing/unknown field or a value ``RolloutPolicy`` / ``MetricPolicy``
-            reject (the message names it).
-    """
-    try:
-        metrics = tuple(
-            MetricPolicy(
-                **{
-                    **m,
-                    "kind": MetricKind(m["kind"]),
-                    "direction": Direction(m["direction"]),
-                }
-            )
-            for m in data["metrics"]
-        )
-        fields = {k: v for k, v in data.items() if k != "metrics"}
-        fields["steps_pct"] = tuple(float(s) for s in fields.get("steps_pct", ()))
-        return RolloutPolicy(**fields, metrics=metrics)
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"policy: invalid or missing field ({exc})") from exc
-
-
-def _finite(value: Any) -> Any:
-    """JSON-safe copy: NaN and +-inf floats -> None (log e-values stay in ``log_e_value``)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
-def evidence_to_json(evidence: Evidence) -> dict[str, Any]:
-    """``Evidence`` as JSON (dataclass fields; non-finite floats -> None)."""
-    out: dict[str, Any] = _finite(dataclasses.asdict(evidence))
-    return out
+__all__ = ["evidence_to_json", "policy_from_json", "policy_to_json"]  # codec, re-exported
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,9 @@ class RolloutIn(BaseModel):
     quality: MetricIn | None = None
     alpha: float = 0.05
     srm_alpha: float = 0.001
+    #: seconds into a step before an arm with no stored call pauses the rollout (calls of a
+    #: slow engine are stored when they finish; until then the rollout holds)
+    no_traffic_pause_s: float = 300.0
 
     def to_policy(self) -> RolloutPolicy:
         defaults = default_metrics()
@@ -140,6 +143,7 @@ class RolloutIn(BaseModel):
             metrics=tuple(metrics),
             alpha=self.alpha,
             srm_alpha=self.srm_alpha,
+            no_traffic_pause_s=self.no_traffic_pause_s,
         )
         for m in policy.metrics:
             check_metric_source(m)

@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 from judges.sampling import (
+    LATE_FLAG_STRATUM,
     BudgetUsage,
     CallFeatures,
     DailyBudget,
@@ -16,6 +17,7 @@ from judges.sampling import (
     StratumRate,
     design_rate,
     hash_unit,
+    late_flagged,
     sample_batch,
 )
 
@@ -124,12 +126,35 @@ def test_usd_budget_with_usage_and_pacing() -> None:
     assert not any(d.sampled for d in exhausted)
 
 
-def test_budget_cut_flagged_calls_have_unknown_pi() -> None:
+def test_budget_cut_flagged_calls_carry_their_true_probability() -> None:
+    """Flagged calls are admitted in increasing hash unit: admitted iff u < s_f (the unit of the
+    first one cut), so admitted and cut calls alike had probability s_f."""
     policy = SamplingPolicy(base_rate=0.5, budget=DailyBudget(max_calls=5))
     decisions = sample_batch(_calls(10, escalated=True), policy)
     assert sum(d.sampled for d in decisions) == 5
+    units = sorted(d.hash_unit for d in decisions)
+    assert all(d.inclusion_probability == pytest.approx(units[5]) for d in decisions)
+    assert all(d.sampled == (d.hash_unit < units[5]) for d in decisions)
     cut = [d for d in decisions if not d.sampled]
-    assert all(d.reason == "budget_exhausted" and d.inclusion_probability is None for d in cut)
+    assert all(d.reason == "budget_exhausted" for d in cut)
+
+
+def test_budget_cut_flagged_probability_is_unbiased_for_horvitz_thompson() -> None:
+    """Sum over admitted flagged calls of 1/pi estimates the number of flagged calls."""
+    policy = SamplingPolicy(base_rate=0.0, budget=DailyBudget(max_calls=40))
+    totals = []
+    for batch in range(200):
+        calls = [CallFeatures(f"b{batch}-{i}", thumbs_down=True) for i in range(100)]
+        decisions = sample_batch(calls, policy)
+        totals.append(sum(1 / d.inclusion_probability for d in decisions if d.sampled))
+    assert np.mean(totals) == pytest.approx(100, rel=0.05)
+
+
+def test_late_flag_makes_the_call_certain() -> None:
+    decision = sample_batch([CallFeatures("x")], SamplingPolicy(base_rate=0.05))[0]
+    late = late_flagged(decision)
+    assert late.sampled and late.inclusion_probability == 1.0
+    assert late.stratum == LATE_FLAG_STRATUM and late.reason == "flagged"
 
 
 def test_invalid_inputs_name_the_parameter() -> None:

@@ -178,3 +178,34 @@ def test_judge_drift_check_flags_a_moved_human_judge_gap(
     assert check.result.gap_change == pytest.approx(28 / 6 - 3)
     quiet = check_judge_drift(store, window_s=7 * 86400, min_samples=7, now=now)
     assert quiet[0].result.insufficient_data and quiet[0].result.drifted is None
+
+
+def test_a_late_thumbs_down_raises_the_stored_inclusion_probability(
+    client: TestClient, store: Engine, judge_server: FakeJudgeServer
+) -> None:
+    """A call sampled at pi = 0.5 then flagged: every flagged call is judged, so pi becomes 1."""
+    _ingest(client, 8)
+    settings = _settings(judge_server, base_rate=0.5)
+    select_new_samples(store, settings, pace=False)
+    with store.connect() as conn:
+        sampled = conn.execute(
+            select(JudgeSample.trace_id, JudgeSample.span_id, JudgeSample.inclusion_probability)
+        ).all()
+    assert sampled and all(p == 0.5 for _, _, p in sampled)
+    trace_id, span_id, _ = sampled[0]
+    r = client.post(
+        "/api/v1/feedback", json={"kind": "thumbs_down", "trace_id": trace_id, "span_id": span_id}
+    )
+    assert r.status_code == 202, r.text
+    wait_for(
+        lambda: bool(client.get("/api/v1/calls", params={"has_feedback": True}).json()["items"])
+    )
+    select_new_samples(store, settings, pace=False)
+    with store.connect() as conn:
+        rows = conn.execute(
+            select(JudgeSample.span_id, JudgeSample.inclusion_probability, JudgeSample.stratum)
+        ).all()
+    by_span = {s: (p, st) for s, p, st in rows}
+    assert by_span[span_id] == (1.0, "flagged_late")
+    assert all(p == 0.5 for s, (p, _) in by_span.items() if s != span_id)
+    assert len(rows) == len(sampled)  # nothing inserted twice

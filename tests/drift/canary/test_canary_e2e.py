@@ -348,7 +348,8 @@ def test_scheduled_job_survives_a_bad_rollout(
     assert job.name == "canary-evaluate" and job.interval_s == 7.0
     job.fn(JobContext(None, engine, CollectorRegistry()))
     good = client.get("/api/v1/rollouts/good").json()
-    assert good["latest"]["decision"] == "inconclusive" and good["status"] == "paused"
+    # no call stored yet: its calls may be in flight, so it holds (issue 17), never pauses
+    assert good["latest"]["decision"] == "hold" and good["status"] == "running"
     assert client.get("/api/v1/rollouts/broken").json()["latest"]["decision"] is None
     monkeypatch.setenv("DRIFTLINE_CANARY_ENABLED", "false")
     assert jobs(None) == []

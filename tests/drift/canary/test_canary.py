@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,8 +25,8 @@ from drift.canary.policy import (
     initial_state,
     next_weights,
 )
+from tests.conftest import CASES
 
-CASES = Path(__file__).parents[2].parent / "shared" / "cases"
 INC, DEC = Direction.INCREASE_IS_BAD, Direction.DECREASE_IS_BAD
 
 
@@ -253,3 +252,40 @@ def test_empty_candidate_is_early_not_inconclusive_at_low_traffic() -> None:
     assert _decide(few, policy).action is Action.HOLD
     many = CanaryObservations(0, 700.0, 700.0, (StepAssignment(5.0, 500, 0),), {})
     assert _decide(many, policy).action is Action.INCONCLUSIVE
+
+
+def test_calls_in_flight_hold_instead_of_pausing() -> None:
+    """Issue 17: a slow engine finishes no call of the new step for tens of seconds; without
+    the gateway's counts the rollout waits ``no_traffic_pause_s`` before pausing."""
+    policy = _policy(min_step_duration_s=30.0, no_traffic_pause_s=300.0)
+    early = CanaryObservations(0, 37.0, 37.0, (StepAssignment(5.0, 500, 0),), {})
+    decision = _decide(early, policy)
+    assert decision.action is Action.HOLD
+    assert any("in flight" in r for r in decision.reasons)
+    late = CanaryObservations(0, 400.0, 400.0, (StepAssignment(5.0, 500, 0),), {})
+    assert _decide(late, policy).action is Action.INCONCLUSIVE
+
+
+def test_gateway_routing_counts_decide_whether_traffic_is_missing() -> None:
+    policy = _policy(min_step_duration_s=30.0, no_traffic_pause_s=3000.0)
+    routed = StepAssignment(5.0, 500, 25)  # the gateway sent 25 calls to the candidate
+    in_flight = CanaryObservations(0, 400.0, 400.0, (StepAssignment(5.0, 500, 0),), {}, routed)
+    assert _decide(in_flight, policy).action is Action.HOLD
+    dropped = StepAssignment(5.0, 500, 0)  # the gateway routed nothing to the candidate
+    missing = CanaryObservations(0, 60.0, 60.0, (StepAssignment(5.0, 500, 0),), {}, dropped)
+    assert _decide(missing, policy).action is Action.INCONCLUSIVE
+
+
+def test_proportion_without_an_interval_holding_both_arms_is_no_data() -> None:
+    """Strata need both arms: disjoint intervals give no contrast -- no data, never an error."""
+    metric = MetricPolicy("length_finish_rate", MetricKind.PROPORTION, INC, 0.02)
+    policy = _policy(metrics=(metric,))
+    obs = CanaryObservations(
+        0,
+        60.0,
+        60.0,
+        (StepAssignment(50.0, 10, 10),),
+        {"length_finish_rate": CountObservations([1, 0], [10, 0], [0, 2], [0, 10])},
+    )
+    (ev,) = build_evidence(obs, policy).metrics
+    assert ev.status == "no_data" and "both arms" in ev.reason

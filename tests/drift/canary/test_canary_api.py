@@ -110,11 +110,19 @@ def test_overrides_are_audited_and_move_weights(client: TestClient) -> None:
 
 
 def test_verdict_without_data_holds_and_never_passes_promotion(client: TestClient) -> None:
-    client.post("/api/v1/rollouts", json=BODY)
+    assert client.post("/api/v1/rollouts", json={**BODY, "name": "early"}).status_code == 201
+    r = client.post("/api/v1/rollouts/early/evaluate")
+    assert r.status_code == 200, r.text
+    held = r.json()
+    assert held["decision"] == "hold"  # no call stored yet: they may be in flight (issue 17)
+    assert any("in flight" in x for x in held["reasons"])
+    assert held["rollout"]["status"] == "running"
+    body = {**BODY, "no_traffic_pause_s": 0}
+    assert client.post("/api/v1/rollouts", json=body).status_code == 201
     r = client.post("/api/v1/rollouts/bot/evaluate")
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["decision"] == "inconclusive"  # min step time 0 passed, no requests at all
+    assert body["decision"] == "inconclusive"  # min step time and no-traffic wait 0 passed
     assert any("insufficient canary data" in x for x in body["reasons"])
     assert body["rollout"]["status"] == "paused"
     guard = client.get("/api/v1/rollouts/bot/verdict").json()

@@ -9,19 +9,31 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
+from drift.canary.evidence import build_evidence
+from drift.canary.policy import (
+    CanaryObservations,
+    Direction,
+    MetricKind,
+    MetricPolicy,
+    RolloutPolicy,
+    SampleObservations,
+    StepAssignment,
+)
+from drift.canary.rare_event import rare_event_test
+from drift.canary.ratio import delta_method_ratio, ratio_difference_test
 from drift.canary.sequential import (
     always_valid_pvalue,
-    delta_method_ratio,
     e_benjamini_hochberg,
     e_bonferroni_threshold,
     gaussian_mixture_confidence_sequence,
     gaussian_mixture_log_e_value,
     mean_difference_test,
     one_sample_mean_test,
+    one_sided_bound,
     proportion_difference_test,
-    rare_event_test,
-    ratio_difference_test,
 )
+
+INC = Direction.INCREASE_IS_BAD
 
 
 def test_two_sided_mixture_matches_reference_formula() -> None:
@@ -202,3 +214,51 @@ def test_mixture_stays_valid_under_fifty_looks() -> None:
 def test_invalid_inputs_raise_value_error_naming_parameter(call: object, name: str) -> None:
     with pytest.raises(ValueError, match=name):
         call()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("alternative", ["greater", "less"])
+def test_one_sided_bound_inverts_the_e_value_at_the_threshold(alternative: str) -> None:
+    est, var, tau2, alpha = 0.3, 0.01, 0.04, 0.05 / 8
+    bound = one_sided_bound(est, var, tau2=tau2, alpha=alpha, alternative=alternative)  # type: ignore[arg-type]
+    log_e = gaussian_mixture_log_e_value(
+        est,
+        var,
+        tau2=tau2,
+        null_value=bound,
+        alternative=alternative,  # type: ignore[arg-type]
+    )
+    assert log_e == pytest.approx(math.log(1 / alpha), abs=1e-6)
+    # rejection of theta0 <=> theta0 beyond the bound on the tested side
+    sign = 1 if alternative == "greater" else -1
+    for theta0 in (bound - 0.05 * sign, bound + 0.05 * sign):
+        e = math.exp(
+            gaussian_mixture_log_e_value(
+                est,
+                var,
+                tau2=tau2,
+                null_value=theta0,
+                alternative=alternative,  # type: ignore[arg-type]
+            )
+        )
+        assert (e >= 1 / alpha) == (sign * (bound - theta0) > 0)
+
+
+def test_evidence_bounds_agree_with_the_decision() -> None:
+    """The harm test's one-sided bound crosses the null exactly when its e-value reaches K/alpha
+    (the dashboard draws these bounds)."""
+    rng = np.random.default_rng(9)
+    for shift in (0.0, 0.05, 0.2, 0.4):
+        a, b = rng.normal(10, 1, 500), rng.normal(10 + shift, 1, 60)
+        policy = RolloutPolicy(
+            "p", "a", "b", metrics=(MetricPolicy("e2e_s", MetricKind.MEAN, INC, 0.1),)
+        )
+        obs = CanaryObservations(
+            0, 1e4, 1e4, (StepAssignment(5, 500, 60),), {"e2e_s": SampleObservations(a, b)}
+        )
+        ev = build_evidence(obs, policy).metrics[0]
+        assert ev.harm is not None and ev.non_inferiority is not None
+        assert ev.harm.ci_lower is not None and ev.non_inferiority.ci_upper is not None
+        assert (ev.harm.e_value >= ev.threshold) == (ev.harm.ci_lower > ev.harm.null_value)
+        assert (ev.non_inferiority.e_value >= ev.threshold) == (
+            ev.non_inferiority.ci_upper < ev.harm.null_value
+        )
