@@ -57,7 +57,7 @@ def complement(
     since_ns: int | None, until_ns: int | None, hours: Sequence[int]
 ) -> list[arrowfetch.Window]:
     """``[since_ns, until_ns)`` minus the sorted hours ``hours`` as read windows; plus the
-    "start unknown" window (``None``) when the range is open on both sides."""
+    "start unknown" window (``None``) when the range is open on both sides and cut by hours."""
     out: list[arrowfetch.Window] = []
     cur = since_ns
     for h in hours:
@@ -67,8 +67,8 @@ def complement(
         cur = h + HOUR_NS
     if until_ns is None or cur is None or cur < until_ns:
         out.append((cur, until_ns))
-    if since_ns is None and until_ns is None:
-        out.append(None)
+    if since_ns is None and until_ns is None and out != [(None, None)]:
+        out.append(None)  # (None, None) itself already holds the calls of unknown start
     return out
 
 
