@@ -89,9 +89,33 @@ def _where(
     return " AND ".join(parts) or "TRUE", params
 
 
+def read_files(
+    lake: Lake,
+    paths: Sequence[str],
+    select: str,
+    *,
+    where: str = "TRUE",
+    params: Sequence[object] = (),
+    tables: Mapping[str, pa.Table] | None = None,
+) -> pa.Table:
+    """``SELECT {select} FROM <the Parquet files at paths> WHERE {where}`` in DuckDB, as Arrow;
+    ``tables`` are registered under their names for the ``where`` clause."""
+    con = duckdb.connect()
+    try:
+        if not lake.local:
+            con.register_filesystem(lake.fs)
+        for name, t in (tables or {}).items():
+            con.register(name, t)
+        quoted = (lake.reader_path(p).replace("'", "''") for p in paths)
+        files = "[" + ", ".join(f"'{p}'" for p in quoted) + "]"
+        sql = f"SELECT {select} FROM read_parquet({files}, hive_partitioning = false) WHERE {where}"
+        return con.sql(sql, params=list(params)).to_arrow_table()
+    finally:
+        con.close()
+
+
 def read_sealed(
     lake: Lake,
-    dataset: str,
     tenant: str,
     hours: Sequence[int],
     select: str,
@@ -99,18 +123,20 @@ def read_sealed(
     where: str = "TRUE",
     params: Sequence[object] = (),
 ) -> pa.Table:
-    """``SELECT {select} FROM <the sealed files of hours> WHERE {where}`` in DuckDB, as Arrow
-    (``dataset`` is ``calls`` or ``summaries``)."""
-    paths = [lake.reader_path(lake.data_path(dataset, tenant, h)) for h in hours]
-    con = duckdb.connect()
-    try:
-        if not lake.local:
-            con.register_filesystem(lake.fs)
-        files = "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
-        sql = f"SELECT {select} FROM read_parquet({files}, hive_partitioning = false) WHERE {where}"
-        return con.sql(sql, params=list(params)).to_arrow_table()
-    finally:
-        con.close()
+    """``SELECT {select} FROM <the sealed calls files of hours> WHERE {where}``."""
+    paths = [lake.data_path("calls", tenant, h) for h in hours]
+    return read_files(lake, paths, select, where=where, params=params)
+
+
+def read_summaries(
+    lake: Lake, tenant: str, hours: Sequence[int], flt: Mapping[str, str]
+) -> pa.Table:
+    """Summary rows of the sealed ``hours`` (from their month files), column filters ``flt``."""
+    paths = sorted({lake.summary_path(tenant, h) for h in hours})
+    where, params = _where(None, None, flt)
+    wanted = pa.table({"h": pa.array(sorted(hours), pa.int64())})
+    where += " AND hour_ns IN (SELECT h FROM wanted_hours)"
+    return read_files(lake, paths, "*", where=where, params=params, tables={"wanted_hours": wanted})
 
 
 def _one_tenant(
@@ -130,7 +156,7 @@ def _one_tenant(
     stored = [n for n in names if n != "tenant"]
     where, params = _where(since_ns, until_ns, flt)
     select = ", ".join(f'"{n}"' for n in stored)
-    lake_part = read_sealed(lake, "calls", tenant, sealed, select, where=where, params=params)
+    lake_part = read_sealed(lake, tenant, sealed, select, where=where, params=params)
     if "tenant" in names:
         lake_part = lake_part.append_column("tenant", pa.array([tenant] * lake_part.num_rows))
     lake_part = arrowfetch.conform(lake_part.select(list(names)), schema)

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from collector.lake import manifest
@@ -109,9 +110,29 @@ def seal_hour(
     calls = analytics.fetch_windows(database_url, tenant, names, [(hour_ns, hour_ns + HOUR_NS)], {})
     calls = calls.sort_by([(k, "ascending") for k in SORT_KEYS])
     calls = calls.cast(calls_schema())
-    _write_parquet(lake, lake.data_path("summaries", tenant, hour_ns), summarize(calls))
     _write_parquet(lake, lake.data_path("calls", tenant, hour_ns), calls)
+    replace_summaries(lake, tenant, {hour_ns}, summarize(calls))
     return manifest.Entry(calls.num_rows, fingerprint, time.time_ns())
+
+
+def replace_summaries(lake: Lake, tenant: str, hours: set[int], new: pa.Table | None) -> None:
+    """Rewrite the month file of ``hours`` (all in one month) without their old rows, plus
+    ``new``; the file is removed when nothing is left. Atomic like every lake write."""
+    path = lake.summary_path(tenant, min(hours))
+    parts = []
+    if lake.fs.exists(path):
+        with lake.fs.open(path, "rb") as fh:
+            old = pq.read_table(fh)
+        keep = pc.invert(pc.is_in(old.column("hour_ns"), value_set=pa.array(sorted(hours))))
+        parts.append(old.filter(keep))
+    if new is not None and new.num_rows:
+        parts.append(new)
+    if not parts or sum(p.num_rows for p in parts) == 0:
+        if lake.fs.exists(path):
+            lake.fs.rm(path)
+        return
+    table = pa.concat_tables(parts, promote_options="permissive")
+    _write_parquet(lake, path, table.sort_by([("hour_ns", "ascending")]))
 
 
 def _first_hour(database_url: str, tenant: str) -> int | None:
@@ -190,10 +211,13 @@ def apply_retention(
         for h in old:
             del m.hours[h]
         manifest.save(lake, m)
+        months: dict[str, set[int]] = {}
         for h in old:
-            for dataset in ("calls", "summaries"):
-                folder = lake.partition_dir(dataset, tenant, h)
-                if lake.fs.exists(folder):
-                    lake.fs.rm(folder, recursive=True)
+            months.setdefault(lake.summary_path(tenant, h), set()).add(h)
+            folder = lake.partition_dir("calls", tenant, h)
+            if lake.fs.exists(folder):
+                lake.fs.rm(folder, recursive=True)
+        for hours in months.values():
+            replace_summaries(lake, tenant, hours, None)
         deleted += len(old)
     return deleted

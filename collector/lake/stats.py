@@ -47,10 +47,7 @@ def _summaries(
     sealed = manifest.load(lake, tenant).sealed_in(since_ns, until_ns)
     parts = []
     if sealed:
-        where, params = query._where(None, None, flt)
-        parts.append(
-            query.read_sealed(lake, "summaries", tenant, sealed, "*", where=where, params=params)
-        )
+        parts.append(query.read_summaries(lake, tenant, sealed, flt))
     raw = []
     for w in query.complement(since_ns, until_ns, sealed):
         if w is None:  # calls whose start is unknown live only in the store
