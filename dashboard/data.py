@@ -2,7 +2,8 @@
 
 They call the store's query functions (``collector.store.queries``, the lake's query layer
 ``collector.lake.query`` for call frames, ``collector.ingest.feedback``, ``alerts``) and
-:mod:`dashboard.queries`, and cache results for :data:`CACHE_TTL_S` seconds keyed by their arguments (``st.cache_data``).
+:mod:`dashboard.queries`, and cache results for :data:`CACHE_TTL_S` seconds keyed by their
+arguments (``st.cache_data``).
 Times are unix nanoseconds (UTC) in arguments; durations seconds, money USD, tokens counts.
 Filters are passed as sorted ``(column, value)`` tuples so they hash.
 """
