@@ -175,7 +175,8 @@ def _measure(
         t0 = time.perf_counter()
         r = client.get("/api/v1/stats", params=params)
         elapsed = (time.perf_counter() - t0) * 1000
-        r.raise_for_status()
+        if r.status_code != 200:
+            raise SystemExit(f"stats answered {r.status_code}: {r.text[:500]}")
         if i >= warmup:
             times_ms.append(elapsed)
     assert r is not None
