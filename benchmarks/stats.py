@@ -10,8 +10,9 @@ growth while sealing (it should be flat: one hour in memory at a time).
 The real collector app (``create_app``, lifespan running, in-process ``TestClient``) answers the
 stats request ``--requests`` times over the whole range, nothing cached between requests:
 
-* ``stats_*``: the default (``source=auto``: per-hour summaries from the lake);
-* ``stats_raw_*``: ``source=raw`` (every call from the lake's Parquet through DuckDB, exact);
+* ``stats_*``: the default (``source=auto``; for hourly buckets that is the raw read: every
+  call from the lake's Parquet through DuckDB, exact);
+* ``stats_summary_*``: ``source=summary`` (per-hour summaries merged, percentiles within 1 %);
 * ``stats_store_*``: the null baseline in the same run, the lake switched off (every call read
   from the store: ADBC → Arrow → DuckDB), ``--store-requests`` times.
 
@@ -207,8 +208,8 @@ def main() -> None:
         "until": str(T0_NS // 10**9 + DAYS * 86_400),
     }
     runs = [
-        ("stats", dict(lake_url=lake_url), {}, args.requests, "summary"),
-        ("stats_raw", dict(lake_url=lake_url), {"source": "raw"}, args.requests, "raw"),
+        ("stats", dict(lake_url=lake_url), {}, args.requests, "raw"),
+        ("stats_summary", dict(lake_url=lake_url), {"source": "summary"}, args.requests, "summary"),
         ("stats_store", dict(lake_enabled=False), {}, args.store_requests, "raw"),
     ]
     for name, extra, more, n, want_source in runs:

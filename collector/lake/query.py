@@ -191,17 +191,6 @@ def fetch_calls(
     errors as :func:`collector.store.analytics.fetch_calls`; ``lake`` None reads the store only.
     Rows come in no particular order.
     """
-    if lake is None:
-        return analytics.fetch_calls(
-            database_url,
-            tenant,
-            since_ns=since_ns,
-            until_ns=until_ns,
-            columns=columns,
-            filters=filters,
-            all_tenants=all_tenants,
-            slices=slices,
-        )
     names = list(columns) if columns is not None else list(CALL_COLUMNS)
     unknown = [
         n for n in names if n not in analytics.CALLS.c and n not in analytics.DERIVED_COLUMNS
@@ -214,6 +203,11 @@ def fetch_calls(
         raise ValueError("tenant: required unless all_tenants=True")
     analytics.validate_range(since_ns, until_ns)
     flt = analytics.validate_filters(filters)
+    if lake is None:
+        store_tenant = None if all_tenants else tenant
+        return analytics.fetch_sliced(
+            database_url, store_tenant, names, since_ns, until_ns, flt, slices
+        )
     who = [tenant] if not all_tenants and tenant is not None else None
     if who is None:
         who = sorted(set(store_tenants(database_url)) | set(manifest.tenants(lake)))

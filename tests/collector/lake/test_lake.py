@@ -176,8 +176,11 @@ def test_stats_raw_equal_store_and_summary_within_bound(
     seal.seal_pending(url, lake, now_ns=NOW, delay_s=0)
     want = analytics.call_stats(url, "default", **kw)
     raw = stats.call_stats(url, lake, "default", source="raw", **kw)
-    summ = stats.call_stats(url, lake, "default", **kw)  # auto: sealed hours inside → summary
+    summ = stats.call_stats(url, lake, "default", source="summary", **kw)
+    auto = stats.call_stats(url, lake, "default", **kw)
     assert {r["source"] for r in raw} == {"raw"} and {r["source"] for r in summ} == {"summary"}
+    coarse = kw.get("bucket_s") is None  # auto: summaries for no bucket / a day or more
+    assert {r["source"] for r in auto} == {"summary" if coarse else "raw"}
     assert summ[0]["quantile_relative_error"] == 0.01
     assert len(raw) == len(want) == len(summ)
     for r, s, w in zip(raw, summ, want, strict=True):
