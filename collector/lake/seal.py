@@ -24,6 +24,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -102,7 +103,12 @@ def _write_parquet(lake: Lake, path: str, table: pa.Table) -> None:
 
 
 def seal_hour(
-    database_url: str, lake: Lake, tenant: str, hour_ns: int, fingerprint: str
+    database_url: str,
+    lake: Lake,
+    tenant: str,
+    hour_ns: int,
+    fingerprint: str,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> manifest.Entry:
     """Write (or rewrite) one hour's calls and summary file; returns its manifest entry (the
     caller saves the manifest). Raises ValueError for a bad ``database_url``."""
@@ -111,7 +117,7 @@ def seal_hour(
     calls = calls.sort_by([(k, "ascending") for k in SORT_KEYS])
     calls = calls.cast(calls_schema())
     _write_parquet(lake, lake.data_path("calls", tenant, hour_ns), calls)
-    replace_summaries(lake, tenant, {hour_ns}, summarize(calls))
+    replace_summaries(lake, tenant, {hour_ns}, summarize(calls, con))
     return manifest.Entry(calls.num_rows, fingerprint, time.time_ns())
 
 
@@ -168,6 +174,25 @@ def seal_pending(
     now = time.time_ns() if now_ns is None else now_ns
     horizon = hour_of(now - int(delay_s * 1e9))  # hours ending at or before this are closed
     report = SealReport()
+    con = duckdb.connect()  # one for the run: opening one per hour dominated small hours
+    try:
+        _seal_tenants(database_url, lake, tenants, now, horizon, late_s, force, report, con)
+    finally:
+        con.close()
+    return report
+
+
+def _seal_tenants(
+    database_url: str,
+    lake: Lake,
+    tenants: list[str] | None,
+    now: int,
+    horizon: int,
+    late_s: float,
+    force: bool,
+    report: SealReport,
+    con: duckdb.DuckDBPyConnection,
+) -> None:
     for tenant in tenants if tenants is not None else store_tenants(database_url):
         m = manifest.load(lake, tenant)
         first = _first_hour(database_url, tenant)
@@ -181,7 +206,7 @@ def seal_pending(
             if old is not None and old.fingerprint == fp and not force:
                 continue
             try:
-                m.hours[h] = seal_hour(database_url, lake, tenant, h, fp)
+                m.hours[h] = seal_hour(database_url, lake, tenant, h, fp, con)
             except Exception as exc:  # one bad hour never stops the others
                 log.exception("sealing %s hour %d failed", tenant, h)
                 report.failed.append((tenant, h, repr(exc)))
@@ -189,7 +214,6 @@ def seal_pending(
             report.sealed.append((tenant, h))
             report.rows += m.hours[h].rows
             manifest.save(lake, m)  # after every hour: a crash loses at most the hour in flight
-    return report
 
 
 def apply_retention(

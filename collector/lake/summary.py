@@ -114,16 +114,21 @@ def summarize_sql(source: str) -> str:
   GROUP BY hour_ns, {keys}"""
 
 
-def summarize(calls: pa.Table) -> pa.Table:
-    """Summary rows (see the module docstring) of a raw calls table with :data:`RAW_COLUMNS`."""
-    con = duckdb.connect()
+def summarize(calls: pa.Table, con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
+    """Summary rows (see the module docstring) of a raw calls table with :data:`RAW_COLUMNS`;
+    ``con`` reuses an open DuckDB connection (opening one costs more than a small hour)."""
+    own = con is None
+    con = duckdb.connect() if con is None else con
     try:
         con.register("raw_calls", calls.select(list(RAW_COLUMNS)))
-        return con.sql(
+        out = con.sql(
             summarize_sql("raw_calls") + " ORDER BY hour_ns, " + ", ".join(SUMMARY_KEYS)
         ).to_arrow_table()
+        con.unregister("raw_calls")
+        return out
     finally:
-        con.close()
+        if own:
+            con.close()
 
 
 _KEY_COLUMN = {
