@@ -216,10 +216,15 @@ def evidently_python(venv: Path = VENV) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--calls", type=int, default=1_000_000)
+    ap.add_argument(
+        "--rows", "--calls", dest="calls", type=int, default=1_000_000,
+        help="calls in the store, 1 to 10,000,000",
+    )  # fmt: skip
     ap.add_argument("--no-evidently", action="store_true")
     ap.add_argument("--regenerate", action="store_true")
     args = ap.parse_args()
+    if not 1 <= args.calls <= 10_000_000:
+        ap.error("--rows must be between 1 and 10,000,000")
     CACHE.mkdir(parents=True, exist_ok=True)
     db = CACHE / f"calls-{args.calls}.db"
     url = f"sqlite:///{db}"

@@ -1,22 +1,33 @@
-"""Stats benchmark: ``GET /api/v1/stats?group_by=model,bucket&bucket=1h`` over 1,000,000 calls.
+"""Stats benchmark: ``GET /api/v1/stats?group_by=model,bucket&bucket=1h`` over 30 days of calls.
 
 Synthetic calls (4 models, 2 variants, 30 days, ~5 % errors, realistic nulls) are bulk-loaded
 into a SQLite store with ``collector.store.bulk.upsert`` (rows in ``llm_calls`` column order,
-the writer's own fast path); the store is kept and reused when it already holds the rows. Then
-the real collector app (``create_app``, lifespan running, in-process ``TestClient``) answers the
-stats request ``--requests`` times over the whole range: ADBC read → Arrow → DuckDB per request,
-nothing cached between requests.
+the writer's own fast path); the store is kept and reused when it already holds the rows. The
+closed hours are then sealed into the Parquet lake next to it (``collector.lake.seal``, reused
+when the manifest already holds every row), measuring the seal rate and the process's memory
+growth while sealing (it should be flat: one hour in memory at a time).
 
-    python benchmarks/stats.py                      # build (~1 min, once) + 20 requests
+The real collector app (``create_app``, lifespan running, in-process ``TestClient``) answers the
+stats request ``--requests`` times over the whole range, nothing cached between requests:
+
+* ``stats_*``: the default (``source=auto``; for hourly buckets that is the raw read: every
+  call from the lake's Parquet through DuckDB, exact);
+* ``stats_summary_*``: ``source=summary`` (per-hour summaries merged, percentiles within 1 %);
+* ``stats_store_*``: the null baseline in the same run, the lake switched off (every call read
+  from the store: ADBC → Arrow → DuckDB), ``--store-requests`` times.
+
+    python benchmarks/stats.py                      # 1,000,000 calls
     python benchmarks/stats.py --rows 200000 --requests 50
+    python benchmarks/stats.py --rows 10000000 --store-requests 1
     python benchmarks/stats.py --database-url postgresql+psycopg://postgres@127.0.0.1:5432/bench
 
-Prints ``RESULT stats_p95_ms=<n> ms`` (and p50).
+Prints ``RESULT stats_p95_ms=<n> ms`` (and p50, raw, store, seal lines).
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import tempfile
 import time
@@ -29,6 +40,9 @@ from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from collector.lake import manifest
+from collector.lake.layout import default_lake_url, open_lake
+from collector.lake.seal import seal_pending
 from collector.settings import load_settings
 from collector.store import bulk
 from collector.store import engine as store_engine
@@ -123,46 +137,103 @@ def ensure_data(url: str, rows: int, rng: np.random.Generator) -> None:
         engine.dispose()
 
 
+def _rss_mb() -> float:
+    """Resident set size now (MiB), from /proc (Linux)."""
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def ensure_sealed(url: str, lake_url: str, rows: int) -> None:
+    """Seal every hour of the 30 days into the lake unless its manifests already hold ``rows``
+    calls; prints the seal rate and the memory growth between day 1 and day 30."""
+    lake = open_lake(lake_url)
+    have = sum(e.rows for e in manifest.load(lake, "default").hours.values())
+    if have == rows:
+        print(f"reusing the lake at {lake_url} ({have} calls)", file=sys.stderr)
+        return
+    if lake.fs.exists(lake.root):
+        lake.fs.rm(lake.root, recursive=True)
+    t0 = time.perf_counter()
+    seal_pending(url, lake, now_ns=T0_NS + 86_400 * 10**9, delay_s=0, late_s=0)
+    rss_day1 = _rss_mb()
+    end = T0_NS + (DAYS + 1) * 86_400 * 10**9
+    report = seal_pending(url, lake, now_ns=end, delay_s=0, late_s=0)
+    elapsed = time.perf_counter() - t0
+    rss_end = _rss_mb()
+    print(f"RESULT seal_calls_per_s={rows / elapsed:.0f} calls/s")
+    print(f"RESULT seal_rss_growth_mb={rss_end - rss_day1:.1f} MiB (day 1 -> day {DAYS})")
+    if report.failed:
+        raise SystemExit(f"sealing failed: {report.failed[:3]}")
+
+
+def _measure(
+    client: TestClient, params: dict[str, str], n: int, warmup: int
+) -> tuple[list[float], Any]:
+    times_ms = []
+    r = None
+    for i in range(warmup + n):
+        t0 = time.perf_counter()
+        r = client.get("/api/v1/stats", params=params)
+        elapsed = (time.perf_counter() - t0) * 1000
+        if r.status_code != 200:
+            raise SystemExit(f"stats answered {r.status_code}: {r.text[:500]}")
+        if i >= warmup:
+            times_ms.append(elapsed)
+    assert r is not None
+    return times_ms, r.json()["items"]
+
+
 def main() -> None:
     """Run the benchmark and print ``RESULT`` lines."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     default_db = Path(tempfile.gettempdir()) / "driftline-bench-stats.db"
     ap.add_argument("--database-url", default=f"sqlite:///{default_db}")
-    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--lake-url", default=None, help="default: a lake folder next to the store")
+    ap.add_argument("--rows", type=int, default=1_000_000, help="calls, up to 10,000,000")
     ap.add_argument("--requests", type=int, default=20)
+    ap.add_argument("--store-requests", type=int, default=3, help="requests of the baseline")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
+    if not 1 <= args.rows <= 10_000_000:
+        raise SystemExit("--rows must be between 1 and 10,000,000")
     ensure_data(args.database_url, args.rows, np.random.default_rng(args.seed))
-    settings = load_settings(
-        database_url=args.database_url,
-        dev=True,
-        grpc_enabled=False,
-        scheduler_enabled=False,
-        auto_migrate=False,
-    )
+    lake_url = args.lake_url or default_lake_url(args.database_url)
+    ensure_sealed(args.database_url, lake_url, args.rows)
     params = {
         "group_by": "model,bucket",
         "bucket": "1h",
         "since": str(T0_NS // 10**9),
         "until": str(T0_NS // 10**9 + DAYS * 86_400),
     }
-    times_ms = []
-    with TestClient(create_app(settings)) as client:
-        for i in range(args.warmup + args.requests):
-            t0 = time.perf_counter()
-            r = client.get("/api/v1/stats", params=params)
-            elapsed = (time.perf_counter() - t0) * 1000
-            r.raise_for_status()
-            if i >= args.warmup:
-                times_ms.append(elapsed)
-        items = r.json()["items"]
-    total = sum(item["count"] for item in items)
-    if total != args.rows:
-        raise SystemExit(f"stats counted {total} calls, expected {args.rows}")
-    print(f"{len(items)} groups, {total} calls per request", file=sys.stderr)
-    print(f"RESULT stats_p50_ms={np.percentile(times_ms, 50):.0f} ms")
-    print(f"RESULT stats_p95_ms={np.percentile(times_ms, 95):.0f} ms")
+    runs = [
+        ("stats", dict(lake_url=lake_url), {}, args.requests, "raw"),
+        ("stats_summary", dict(lake_url=lake_url), {"source": "summary"}, args.requests, "summary"),
+        ("stats_store", dict(lake_enabled=False), {}, args.store_requests, "raw"),
+    ]
+    for name, extra, more, n, want_source in runs:
+        if n < 1:
+            continue
+        settings = load_settings(
+            database_url=args.database_url,
+            dev=True,
+            grpc_enabled=False,
+            scheduler_enabled=False,
+            auto_migrate=False,
+            **extra,
+        )
+        with TestClient(create_app(settings)) as client:
+            times_ms, items = _measure(client, params | more, n, args.warmup)
+        total = sum(item["count"] for item in items)
+        if total != args.rows:
+            raise SystemExit(f"{name}: counted {total} calls, expected {args.rows}")
+        sources = {item.get("source", "raw") for item in items}
+        if sources != {want_source}:
+            raise SystemExit(f"{name}: answered from {sources}, expected {want_source}")
+        print(f"{name}: {len(items)} groups, {total} calls, source {sources}", file=sys.stderr)
+        print(f"RESULT {name}_p50_ms={np.percentile(times_ms, 50):.0f} ms")
+        print(f"RESULT {name}_p95_ms={np.percentile(times_ms, 95):.0f} ms")
 
 
 if __name__ == "__main__":

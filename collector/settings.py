@@ -105,6 +105,26 @@ class Settings(BaseSettings):
         86_400.0, ge=0, description="Seconds processed spool segments are kept (for replay)."
     )
 
+    lake_url: str | None = Field(
+        None,
+        description="Where sealed hours of calls go as Parquet: a folder or an fsspec URL "
+        "(s3://bucket/lake). Default: a `lake` folder next to the SQLite database, else "
+        "./driftline-data/lake.",
+    )
+    lake_enabled: bool = Field(
+        True, description="Seal closed hours into the lake and read analytics through it."
+    )
+    lake_seal_interval_s: float = Field(300.0, gt=0, description="Seconds between seal runs.")
+    lake_seal_delay_s: float = Field(
+        300.0, ge=0, description="An hour is sealed this many seconds after it ends."
+    )
+    lake_late_s: float = Field(
+        172_800.0,
+        ge=0,
+        description="Sealed hours that ended within this many seconds are re-checked for late "
+        "spans and re-sealed when their calls changed.",
+    )
+
     @field_validator("database_url")
     @classmethod
     def _known_dialect(cls, v: str) -> str:

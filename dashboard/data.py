@@ -1,8 +1,9 @@
 """The dashboard's data: every page reads through these cached query functions (no SQL in pages).
 
-They call the store's query functions (``collector.store.queries``, ``collector.store.analytics``
-when present, ``collector.ingest.feedback``, ``alerts``) and :mod:`dashboard.queries`, and
-cache results for :data:`CACHE_TTL_S` seconds keyed by their arguments (``st.cache_data``).
+They call the store's query functions (``collector.store.queries``, the lake's query layer
+``collector.lake.query`` for call frames, ``collector.ingest.feedback``, ``alerts``) and
+:mod:`dashboard.queries`, and cache results for :data:`CACHE_TTL_S` seconds keyed by their
+arguments (``st.cache_data``).
 Times are unix nanoseconds (UTC) in arguments; durations seconds, money USD, tokens counts.
 Filters are passed as sorted ``(column, value)`` tuples so they hash.
 """
@@ -20,7 +21,10 @@ from sqlalchemy.orm import Session
 from alerts import outbox
 from alerts import store as alert_store
 from collector.ingest import feedback as fb
-from collector.store import analytics
+from collector.lake import jobs as lake_jobs
+from collector.lake import query as lake_query
+from collector.lake.layout import Lake
+from collector.settings import load_settings
 from collector.store import queries as store_queries
 from collector.store.engine import make_engine
 from dashboard import queries, stats
@@ -63,35 +67,46 @@ def _flags(v: Any) -> list[str]:
     return list(v)
 
 
+@st.cache_resource(show_spinner=False)
+def lake(database_url: str) -> Lake | None:
+    """The collector's lake for this store: ``DRIFTLINE_LAKE_URL`` / ``DRIFTLINE_LAKE_ENABLED``
+    read when the dashboard first needs it (default: next to the SQLite store), or None."""
+    return lake_jobs.lake_of(load_settings(database_url=database_url))
+
+
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def calls(
     database_url: str, tenant: str, since_ns: int, until_ns: int, filters: Filters = ()
 ) -> pd.DataFrame:
-    """Metric columns of the calls started in ``[since_ns, until_ns)`` (one row per call).
+    """Metric columns of the calls started in ``[since_ns, until_ns)`` (one row per call,
+    newest first).
 
-    PostgreSQL stores are read through ``collector.store.analytics.fetch_calls`` (ADBC → Arrow)
-    when that module is installed; SQLite stores through :func:`dashboard.queries.calls_frame`
-    (SQLAlchemy Core): the ADBC SQLite driver bundles its own SQLite library, and when its
-    connection closes it takes itself for the last one and deletes the ``-wal`` / ``-shm``
-    files under this process's open SQLAlchemy connections (the next query fails with "disk
-    I/O error").
+    Read through the lake's query layer (:func:`collector.lake.query.fetch_calls`: sealed hours
+    from Parquet, the rest from the store, Arrow throughout), the same read path as the API's
+    stats and drift runs. Token counts are nullable floats (``Float64``), flags lists.
     """
     flt = dict(filters)
-    if not database_url.startswith("sqlite"):
-        table = analytics.fetch_calls(
-            database_url,
-            tenant,
-            since_ns=since_ns,
-            until_ns=until_ns,
-            columns=list(queries.CALL_METRIC_COLUMNS),
-            filters=flt,
-        )
-        df = table.to_pandas()
-        df["flags"] = df["flags"].map(_flags)
-        for c in ("input_tokens", "output_tokens", "cached_input_tokens"):
-            df[c] = df[c].astype("Float64")
-        return df
-    return queries.calls_frame(engine(database_url), tenant, since_ns, until_ns, flt)
+    unknown = [k for k in flt if k not in queries.FILTER_COLUMNS]
+    if unknown:
+        raise ValueError(f"filters: unknown column {unknown[0]!r}")
+    if until_ns <= since_ns:
+        raise ValueError(f"empty range: until_ns ({until_ns}) <= since_ns ({since_ns})")
+    table = lake_query.fetch_calls(
+        database_url,
+        lake(database_url),
+        tenant,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        columns=list(queries.CALL_METRIC_COLUMNS),
+        filters=flt,
+    )
+    table = table.sort_by([("start_unix_nano", "descending")])
+    df = table.to_pandas()
+    df["flags"] = df["flags"].map(_flags)
+    for c in ("input_tokens", "output_tokens", "cached_input_tokens"):
+        df[c] = df[c].astype("Float64")
+    df["start_unix_nano"] = df["start_unix_nano"].astype("int64")
+    return df
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

@@ -12,6 +12,7 @@ from typing import Any
 
 from alerts import jobs as alert_jobs
 from collector import background
+from collector.lake import jobs as lake_jobs
 from collector.scheduler import Job
 from drift import jobs as drift_jobs
 from drift.canary import jobs as canary_jobs
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 #: factories returning the jobs enabled by the collector's settings, in start order.
 JOB_FACTORIES: list[Callable[[Any], list[Job]]] = [
     background.jobs,
+    lake_jobs.jobs,
     judge_jobs.jobs,
     canary_jobs.jobs,
     drift_jobs.jobs,

@@ -54,15 +54,22 @@ FILTER_COLUMNS: dict[str, str] = {
     "finish_reason": "finish_reason",
     "dialect": "dialect",
 }
-_DERIVED = ("is_error", "is_rejected", "is_unpriced")
+#: derived 0/1 indicators a read may ask for beside ``llm_calls`` columns
+DERIVED_COLUMNS = ("is_error", "is_rejected", "is_unpriced")
+_DERIVED = DERIVED_COLUMNS
 
 
-def _validate_range(since_ns: int | None, until_ns: int | None) -> None:
+def validate_range(since_ns: int | None, until_ns: int | None) -> None:
     if since_ns is not None and until_ns is not None and until_ns < since_ns:
         raise ValueError(f"until_ns ({until_ns}) is before since_ns ({since_ns})")
 
 
-def _validate_filters(filters: Mapping[str, str | None] | None) -> dict[str, str]:
+def validate_filters(filters: Mapping[str, str | None] | None) -> dict[str, str]:
+    """``filters`` (name → value, None ignored) as ``llm_calls`` column → value.
+
+    Raises:
+        ValueError: an unknown filter name or a non-string value.
+    """
     out: dict[str, str] = {}
     for name, value in (filters or {}).items():
         if name not in FILTER_COLUMNS:
@@ -144,7 +151,36 @@ def _windows(
     return out or [(since_ns, until_ns)]
 
 
-def _fetch(
+def call_schema(names: Sequence[str]) -> pa.Schema:
+    """Arrow schema of ``names`` (``llm_calls`` columns or derived 0/1 indicators) as read."""
+    return pa.schema(
+        [
+            pa.field(n, pa.int64()) if n in _DERIVED else arrowfetch.column_schema(CALLS, [n])[0]
+            for n in names
+        ]
+    )
+
+
+def fetch_windows(
+    database_url: str,
+    tenant: str | None,
+    names: Sequence[str],
+    windows: Sequence[arrowfetch.Window],
+    flt: Mapping[str, str],
+) -> pa.Table:
+    """``names`` of the calls in each of ``windows`` (see :data:`arrowfetch.Window`; checked
+    column filters ``flt`` as from :func:`validate_filters`), concatenated in window order.
+    ``tenant`` None reads every tenant. The lake's query layer reads its hot tail through this."""
+    dialect, _ = arrowfetch.adbc_target(database_url)
+    select = ", ".join(_select_expr(n, dialect) for n in names)
+
+    def build(b: SqlBuilder, window: arrowfetch.Window) -> str:
+        return f"SELECT {select} FROM llm_calls c WHERE {_where(b, tenant, flt, window)}"
+
+    return arrowfetch.fetch_windows(database_url, build, call_schema(names), windows)
+
+
+def fetch_sliced(
     database_url: str,
     tenant: str | None,
     names: Sequence[str],
@@ -153,18 +189,10 @@ def _fetch(
     flt: Mapping[str, str],
     slices: int,
 ) -> pa.Table:
-    dialect, _ = arrowfetch.adbc_target(database_url)
-    fields = [
-        pa.field(n, pa.int64()) if n in _DERIVED else arrowfetch.column_schema(CALLS, [n])[0]
-        for n in names
-    ]
-    select = ", ".join(_select_expr(n, dialect) for n in names)
-
-    def build(b: SqlBuilder, window: arrowfetch.Window) -> str:
-        return f"SELECT {select} FROM llm_calls c WHERE {_where(b, tenant, flt, window)}"
-
+    """``names`` of the calls in ``[since_ns, until_ns)`` read in ``slices`` parallel time
+    slices (plus the unknown-start calls when the range is open on both sides)."""
     windows = _windows(database_url, tenant, since_ns, until_ns, slices)
-    return arrowfetch.fetch_windows(database_url, build, pa.schema(fields), windows)
+    return fetch_windows(database_url, tenant, names, windows, flt)
 
 
 def fetch_calls(
@@ -208,13 +236,13 @@ def fetch_calls(
         raise ValueError("columns: at least one column is needed")
     if tenant is None and not all_tenants:
         raise ValueError("tenant: required unless all_tenants=True")
-    _validate_range(since_ns, until_ns)
-    flt = _validate_filters(filters)
+    validate_range(since_ns, until_ns)
+    flt = validate_filters(filters)
     who = None if all_tenants else tenant
-    return _fetch(database_url, who, names, since_ns, until_ns, flt, slices)
+    return fetch_sliced(database_url, who, names, since_ns, until_ns, flt, slices)
 
 
-def _fetch_votes(
+def fetch_votes(
     database_url: str,
     tenant: str | None,
     since_ns: int | None,
@@ -280,13 +308,13 @@ def call_stats(
     keys = callstats.validate_group_by(group_by, bucket_s=bucket_s, all_tenants=all_tenants)
     if tenant is None and not all_tenants:
         raise ValueError("tenant: required unless all_tenants=True")
-    _validate_range(since_ns, until_ns)
-    flt = _validate_filters(filters)
+    validate_range(since_ns, until_ns)
+    flt = validate_filters(filters)
     who = None if all_tenants else tenant
     need_end = "bucket" not in keys and (since_ns is None or until_ns is None)
     names = callstats.needed_columns(keys, need_end=need_end)
-    calls = _fetch(database_url, who, names, since_ns, until_ns, flt, slices)
-    votes = _fetch_votes(database_url, who, since_ns, until_ns, flt)
+    calls = fetch_sliced(database_url, who, names, since_ns, until_ns, flt, slices)
+    votes = fetch_votes(database_url, who, since_ns, until_ns, flt)
     bucket_ns = None if bucket_s is None else round(bucket_s * 1e9)
     con = duckdb.connect()
     try:

@@ -197,8 +197,13 @@ def final_sql(
     since_ns: int | None,
     until_ns: int | None,
     need_end: bool,
+    stats_sql: str | None = None,
 ) -> str:
-    """One statement from ``calls`` and ``votes`` to the output rows, column names final."""
+    """One statement from ``calls`` and ``votes`` to the output rows, column names final.
+
+    ``stats_sql`` replaces the per-group aggregate over ``calls`` by another statement with the
+    same columns (the lake answers from mergeable summaries this way, see
+    :func:`collector.lake.summary.stats_sql`)."""
     out = []
     for k in keys:
         if k == "bucket":
@@ -240,7 +245,7 @@ def final_sql(
     on = " AND ".join(f"s.g_{k} IS NOT DISTINCT FROM v.g_{k}" for k in keys) or "TRUE"
     order = ", ".join(f"s.g_{k} NULLS LAST" for k in keys) or "s.count"
     return f"""
-WITH s AS ({_stats_sql(keys, bucket_ns, need_end)}),
+WITH s AS ({stats_sql or _stats_sql(keys, bucket_ns, need_end)}),
 v AS ({_votes_sql(keys, bucket_ns)})
 SELECT {", ".join(out)}
 FROM s LEFT JOIN v ON {on}
@@ -255,12 +260,21 @@ def aggregate(
     bucket_ns: int | None,
     since_ns: int | None,
     until_ns: int | None,
+    stats_sql: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run the metric SQL over ``calls`` and ``votes`` registered on ``con`` (see the module
-    docstring for every metric) and return one dict per group."""
-    need_end = "end_unix_nano" in [c[0] for c in con.execute("DESCRIBE calls").fetchall()]
+    docstring for every metric) and return one dict per group. With ``stats_sql`` (see
+    :func:`final_sql`) the per-group aggregates come from that statement instead of ``calls``."""
+    need_end = stats_sql is not None or "end_unix_nano" in [
+        c[0] for c in con.execute("DESCRIBE calls").fetchall()
+    ]
     sql = final_sql(
-        keys, bucket_ns=bucket_ns, since_ns=since_ns, until_ns=until_ns, need_end=need_end
+        keys,
+        bucket_ns=bucket_ns,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        need_end=need_end,
+        stats_sql=stats_sql,
     )
     rel = con.sql(sql)
     rows: list[dict[str, Any]] = rel.to_arrow_table().to_pylist() if rel is not None else []

@@ -14,6 +14,8 @@ from fastapi import APIRouter, Query, Response
 
 from collector.auth import ForbiddenError, Principal
 from collector.errors import BadRequestError
+from collector.lake import jobs as lake_jobs
+from collector.lake import stats as lake_stats
 from collector.store import analytics
 from driftline.api.calls import parse_time
 from driftline.api.deps import CurrentPrincipal, State
@@ -78,9 +80,18 @@ def stats(
     variant: str | None = None,
     rollout: str | None = None,
     service: str | None = None,
+    source: Annotated[
+        str,
+        Query(
+            description="auto (summaries when the request allows), raw (every call, exact) "
+            "or summary (per-hour histograms, percentiles within 1 %)"
+        ),
+    ] = "auto",
 ) -> Response:
     """KPIs of the caller's calls per group; ``group_by=tenant`` (admin keys only) reads every
-    tenant. Metric definitions: :mod:`collector.store.callstats`."""
+    tenant. Metric definitions: :mod:`collector.store.callstats`; sealed hours are read from the
+    lake (:mod:`collector.lake.stats`); each row says its ``source`` and
+    ``quantile_relative_error``."""
     tenant = _read_tenant(principal)
     keys = [k.strip() for k in (group_by or "").split(",") if k.strip()]
     unknown = [k for k in keys if k not in analytics.GROUP_KEYS]
@@ -96,8 +107,11 @@ def stats(
     since_ns, until_ns = _range(since, until)
     filters = {"model": model, "variant": variant, "rollout": rollout, "service": service}
     try:
-        items = analytics.call_stats(
+        if source not in ("auto", "raw", "summary"):
+            raise ValueError(f"source must be auto, raw or summary, got {source!r}")
+        items = lake_stats.call_stats(
             state.settings.database_url,
+            lake_jobs.lake_of(state.settings),
             tenant,
             group_by=keys,
             since_ns=since_ns,
@@ -105,6 +119,7 @@ def stats(
             bucket_s=bucket_s,
             filters=filters,
             all_tenants=all_tenants,
+            source=source,  # type: ignore[arg-type]
         )
     except ValueError as exc:
         raise BadRequestError(str(exc)) from None

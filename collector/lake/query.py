@@ -1,0 +1,240 @@
+"""The one read path for analytics: sealed Parquet hours plus the unsealed hot tail of the store.
+
+:func:`fetch_calls` has the contract of :func:`collector.store.analytics.fetch_calls` (same
+arguments, same columns and types) and adds ``lake``: hours listed in the tenant's manifest are
+read from their Parquet files through DuckDB (column projection, filters pushed into the scan);
+every other part of the range (hours not sealed yet, the current hour, calls whose start is
+unknown) is read from the store. Each call is read exactly once: a sealed hour is never read
+from the store, an unsealed one never from the lake.
+
+The API's stats (:func:`collector.lake.stats.call_stats`), the dashboard's call frames and drift
+runs (:func:`read_windows`) all read through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from collector.lake import manifest
+from collector.lake.layout import HOUR_NS, Lake
+from collector.store import analytics, arrowfetch
+from collector.store.arrowfetch import FETCH_SLICES
+from collector.store.schema import CALL_COLUMNS
+
+#: the columns drift runs read per call (:mod:`drift.signals`), for :func:`read_windows`
+DRIFT_COLUMNS: tuple[str, ...] = (
+    "trace_id",
+    "span_id",
+    "model",
+    "variant",
+    "service_name",
+    "input_tokens",
+    "output_tokens",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "finish_reason",
+    "redactions",
+    "output_text",
+    "input_text",
+)
+
+
+def overlapping(hours: Sequence[int], since_ns: int | None, until_ns: int | None) -> list[int]:
+    """Hours (start ns) from ``hours`` that overlap ``[since_ns, until_ns)``, sorted."""
+    return sorted(
+        h
+        for h in hours
+        if (since_ns is None or h + HOUR_NS > since_ns) and (until_ns is None or h < until_ns)
+    )
+
+
+def complement(
+    since_ns: int | None, until_ns: int | None, hours: Sequence[int]
+) -> list[arrowfetch.Window]:
+    """``[since_ns, until_ns)`` minus the sorted hours ``hours`` as read windows; plus the
+    "start unknown" window (``None``) when the range is open on both sides and cut by hours."""
+    out: list[arrowfetch.Window] = []
+    cur = since_ns
+    for h in hours:
+        lo = h if since_ns is None else max(h, since_ns)
+        if cur is None or cur < lo:
+            out.append((cur, lo))
+        cur = h + HOUR_NS
+    if until_ns is None or cur is None or cur < until_ns:
+        out.append((cur, until_ns))
+    if since_ns is None and until_ns is None and out != [(None, None)]:
+        out.append(None)  # (None, None) itself already holds the calls of unknown start
+    return out
+
+
+def _where(
+    since_ns: int | None, until_ns: int | None, flt: Mapping[str, str]
+) -> tuple[str, list[object]]:
+    parts: list[str] = []
+    params: list[object] = []
+    if since_ns is not None:
+        parts.append("start_unix_nano >= ?")
+        params.append(since_ns)
+    if until_ns is not None:
+        parts.append("start_unix_nano < ?")
+        params.append(until_ns)
+    for col, value in flt.items():
+        parts.append(f'"{col}" = ?')
+        params.append(value)
+    return " AND ".join(parts) or "TRUE", params
+
+
+def read_files(
+    lake: Lake,
+    paths: Sequence[str],
+    select: str,
+    *,
+    where: str = "TRUE",
+    params: Sequence[object] = (),
+    tables: Mapping[str, pa.Table] | None = None,
+) -> pa.Table:
+    """``SELECT {select} FROM <the Parquet files at paths> WHERE {where}`` in DuckDB, as Arrow;
+    ``tables`` are registered under their names for the ``where`` clause."""
+    con = duckdb.connect()
+    try:
+        if not lake.local:
+            con.register_filesystem(lake.fs)
+        for name, t in (tables or {}).items():
+            con.register(name, t)
+        quoted = (lake.reader_path(p).replace("'", "''") for p in paths)
+        files = "[" + ", ".join(f"'{p}'" for p in quoted) + "]"
+        sql = f"SELECT {select} FROM read_parquet({files}, hive_partitioning = false) WHERE {where}"
+        return con.sql(sql, params=list(params)).to_arrow_table()
+    finally:
+        con.close()
+
+
+def read_sealed(
+    lake: Lake,
+    tenant: str,
+    hours: Sequence[int],
+    select: str,
+    *,
+    where: str = "TRUE",
+    params: Sequence[object] = (),
+) -> pa.Table:
+    """``SELECT {select} FROM <the sealed calls files of hours> WHERE {where}``."""
+    paths = [lake.data_path("calls", tenant, h) for h in hours]
+    return read_files(lake, paths, select, where=where, params=params)
+
+
+def read_summaries(
+    lake: Lake, tenant: str, hours: Sequence[int], flt: Mapping[str, str]
+) -> pa.Table:
+    """Summary rows of the sealed ``hours`` (from their month files), column filters ``flt``."""
+    paths = sorted({lake.summary_path(tenant, h) for h in hours})
+    where, params = _where(None, None, flt)
+    wanted = pa.table({"h": pa.array(sorted(hours), pa.int64())})
+    where += " AND hour_ns IN (SELECT h FROM wanted_hours)"
+    return read_files(lake, paths, "*", where=where, params=params, tables={"wanted_hours": wanted})
+
+
+def _one_tenant(
+    database_url: str,
+    lake: Lake,
+    tenant: str,
+    names: Sequence[str],
+    since_ns: int | None,
+    until_ns: int | None,
+    flt: Mapping[str, str],
+    slices: int,
+) -> pa.Table:
+    sealed = overlapping(list(manifest.load(lake, tenant).hours), since_ns, until_ns)
+    schema = analytics.call_schema(names)
+    if not sealed:
+        return analytics.fetch_sliced(database_url, tenant, names, since_ns, until_ns, flt, slices)
+    stored = [n for n in names if n != "tenant"]
+    where, params = _where(since_ns, until_ns, flt)
+    select = ", ".join(f'"{n}"' for n in stored)
+    lake_part = read_sealed(lake, tenant, sealed, select, where=where, params=params)
+    if "tenant" in names:
+        lake_part = lake_part.append_column("tenant", pa.array([tenant] * lake_part.num_rows))
+    lake_part = arrowfetch.conform(lake_part.select(list(names)), schema)
+    windows = complement(since_ns, until_ns, sealed)
+    if not windows:
+        return lake_part
+    tail = analytics.fetch_windows(database_url, tenant, names, windows, flt)
+    return pa.concat_tables([lake_part, tail])
+
+
+def store_tenants(database_url: str) -> list[str]:
+    """Tenants that have calls in the store."""
+    schema = pa.schema([("tenant", pa.string())])
+    t = arrowfetch.run_query(database_url, "SELECT DISTINCT tenant FROM llm_calls", [], schema)
+    return sorted(str(x) for x in t.column(0).to_pylist())
+
+
+def fetch_calls(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str | None,
+    *,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+    columns: Sequence[str] | None = None,
+    filters: Mapping[str, str | None] | None = None,
+    all_tenants: bool = False,
+    slices: int = FETCH_SLICES,
+) -> pa.Table:
+    """Columns of the tenant's calls started in ``[since_ns, until_ns)``: sealed hours from the
+    lake, the rest from the store (see the module docstring). Arguments, columns, types and
+    errors as :func:`collector.store.analytics.fetch_calls`; ``lake`` None reads the store only.
+    Rows come in no particular order.
+    """
+    names = list(columns) if columns is not None else list(CALL_COLUMNS)
+    unknown = [
+        n for n in names if n not in analytics.CALLS.c and n not in analytics.DERIVED_COLUMNS
+    ]
+    if unknown:
+        raise ValueError(f"columns: unknown llm_calls columns {unknown}")
+    if not names:
+        raise ValueError("columns: at least one column is needed")
+    if tenant is None and not all_tenants:
+        raise ValueError("tenant: required unless all_tenants=True")
+    analytics.validate_range(since_ns, until_ns)
+    flt = analytics.validate_filters(filters)
+    if lake is None:
+        store_tenant = None if all_tenants else tenant
+        return analytics.fetch_sliced(
+            database_url, store_tenant, names, since_ns, until_ns, flt, slices
+        )
+    who = [tenant] if not all_tenants and tenant is not None else None
+    if who is None:
+        who = sorted(set(store_tenants(database_url)) | set(manifest.tenants(lake)))
+    parts = [
+        _one_tenant(database_url, lake, t, names, since_ns, until_ns, flt, slices) for t in who
+    ]
+    if not parts:
+        return analytics.call_schema(names).empty_table()
+    return pa.concat_tables(parts)
+
+
+def read_windows(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    windows: Sequence[tuple[int, int]],
+    columns: Sequence[str] = DRIFT_COLUMNS,
+) -> pa.Table:
+    """The frames a drift run reads: ``columns`` of the tenant's calls in each window
+    ``(since_ns, until_ns)`` plus an ``int8`` column ``win`` = the window's index (0 =
+    reference, 1 = current), concatenated. Replaces ``drift.signals._read``.
+
+    Raises:
+        ValueError: as :func:`fetch_calls`.
+    """
+    parts = []
+    for i, (lo, hi) in enumerate(windows):
+        t = fetch_calls(database_url, lake, tenant, since_ns=lo, until_ns=hi, columns=columns)
+        parts.append(t.append_column("win", pa.array(np.full(t.num_rows, i, dtype=np.int8))))
+    return pa.concat_tables(parts)

@@ -1,0 +1,131 @@
+"""The lake on a user's Apache Spark session: the same call KPIs and drift signal columns.
+
+For teams whose history outgrows one machine: Spark reads the documented layout
+(``docs/lake.md``) directly, so these functions need nothing from the store. ``pyspark`` is the
+optional extra ``driftline[spark]``; it is imported by the caller, never here at import time.
+
+Percentiles use Spark's exact ``percentile`` (linear interpolation between order statistics,
+Hyndman & Fan type 7), the definition DuckDB's ``quantile_cont`` and numpy use, so the answers
+agree with :func:`collector.lake.stats.call_stats` (``source="raw"``) over sealed hours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collector.lake.layout import SCHEMA_VERSION, open_lake, quote_tenant
+
+#: group keys Spark answers (a subset of :data:`collector.store.callstats.GROUP_KEYS`)
+SPARK_GROUP_KEYS = {"model": "model", "variant": "variant", "rollout": "rollout"}
+SPARK_GROUP_KEYS |= {"service": "service_name"}
+
+
+def calls_frame(spark: Any, lake_url: str, tenant: str) -> Any:
+    """The tenant's sealed calls as a Spark DataFrame (``tenant``, ``date``, ``hour`` from the
+    path as strings). Partition type inference is switched off on ``spark`` so a tenant named
+    ``0042`` stays a string."""
+    lake = open_lake(lake_url)
+    base = lake.reader_path(f"{lake.root}/calls/v{SCHEMA_VERSION}")
+    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    path = f"{base}/tenant={quote_tenant(tenant)}"
+    return spark.read.option("basePath", base).parquet(path)
+
+
+def call_stats(
+    spark: Any,
+    lake_url: str,
+    tenant: str,
+    *,
+    group_by: Sequence[str] = (),
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+) -> list[dict[str, Any]]:
+    """Per group: ``count``, ``error_count``, ``ttft_s_p50/p95/p99``, ``e2e_s_p50/p95/p99``,
+    ``n_ttft_s``, ``input_tokens_sum``, ``output_tokens_sum``, ``cost_usd_sum`` of the sealed
+    calls started in ``[since_ns, until_ns)``; rows sorted by the group keys (NULL last).
+
+    Raises:
+        ValueError: a group key Spark does not answer here.
+    """
+    bad = [k for k in group_by if k not in SPARK_GROUP_KEYS]
+    if bad:
+        raise ValueError(f"group_by: {bad} not supported; use {sorted(SPARK_GROUP_KEYS)}")
+    df = calls_frame(spark, lake_url, tenant)
+    cond = ["TRUE"]
+    if since_ns is not None:
+        cond.append(f"start_unix_nano >= {int(since_ns)}")
+    if until_ns is not None:
+        cond.append(f"start_unix_nano < {int(until_ns)}")
+    df.createOrReplaceTempView("driftline_calls")
+    keys = ", ".join(f"{SPARK_GROUP_KEYS[k]} AS {k}" for k in group_by)
+    group = f"GROUP BY {', '.join(SPARK_GROUP_KEYS[k] for k in group_by)}" if group_by else ""
+    order = f"ORDER BY {', '.join(f'{k} ASC NULLS LAST' for k in group_by)}" if group_by else ""
+    sql = f"""
+      SELECT {keys + "," if keys else ""}
+        count(*) AS count,
+        CAST(sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS BIGINT) AS error_count,
+        percentile(ttft_s, array(0.5, 0.95, 0.99)) AS q_ttft,
+        percentile(e2e_s, array(0.5, 0.95, 0.99)) AS q_e2e,
+        count(ttft_s) AS n_ttft_s,
+        sum(input_tokens) AS input_tokens_sum,
+        sum(output_tokens) AS output_tokens_sum,
+        sum(cost_usd) AS cost_usd_sum
+      FROM driftline_calls WHERE {" AND ".join(cond)} {group} {order}"""
+    out = []
+    for row in spark.sql(sql).collect():
+        d = row.asDict()
+        for name, q in (("ttft_s", d.pop("q_ttft")), ("e2e_s", d.pop("q_e2e"))):
+            for i, p in enumerate(("p50", "p95", "p99")):
+                d[f"{name}_{p}"] = None if q is None else q[i]
+        out.append(d)
+    return out
+
+
+def numeric_signal(
+    spark: Any,
+    lake_url: str,
+    tenant: str,
+    windows: Sequence[tuple[int, int]],
+    signal: str,
+    *,
+    segment_by: Sequence[str] = ("model",),
+) -> dict[tuple[Any, ...], list[NDArray[np.float64]]]:
+    """Drift signal extraction on Spark: the values of a numerical per-call signal
+    (``input_tokens``, ``output_tokens``, ``ttft_s``, ``tpot_s``, ``e2e_s``) per segment and
+    window, as the arrays :class:`drift.columnar.ColumnWindow` tests (float64, NaN = null,
+    sorted ascending with NaN last).
+
+    Args:
+        windows: ``[(since_ns, until_ns), ...]``, typically (reference, current).
+        segment_by: columns of a segment (``model``, ``variant``, ``service_name``); ``()`` for
+            all traffic (key ``()``).
+
+    Returns:
+        segment key tuple → one array per window (empty when the segment has no calls there).
+
+    Raises:
+        ValueError: an unknown signal or segment column.
+    """
+    if signal not in ("input_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s"):
+        raise ValueError(f"signal: {signal!r} is not a numerical per-call signal")
+    bad = [c for c in segment_by if c not in ("model", "variant", "service_name")]
+    if bad:
+        raise ValueError(f"segment_by: unknown {bad}")
+    df = calls_frame(spark, lake_url, tenant)
+    out: dict[tuple[Any, ...], list[NDArray[np.float64]]] = {}
+    for i, (lo, hi) in enumerate(windows):
+        sub = df.where(f"start_unix_nano >= {int(lo)} AND start_unix_nano < {int(hi)}")
+        rows = sub.select(*segment_by, signal).collect()
+        groups: dict[tuple[Any, ...], list[float]] = {}
+        for r in rows:
+            key = tuple(r[c] for c in segment_by)
+            v = r[signal]
+            groups.setdefault(key, []).append(np.nan if v is None else float(v))
+        for key, values in groups.items():
+            arrs = out.setdefault(key, [np.empty(0) for _ in windows])
+            arrs[i] = np.sort(np.asarray(values, dtype=np.float64))
+    return out
