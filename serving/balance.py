@@ -2,7 +2,7 @@
 
 Policies (per model, :class:`serving.fleet_config.RoutingConfig`):
 
-* ``prefix`` — prefix-aware: requests sharing a prompt prefix (system prompt + the first
+* ``prefix`` — prefix-aware: requests sharing a prompt prefix (the system prompt, at most
   ``prefix_chars`` characters, roughly 4 characters per token) go to the same replica, whose
   prefix (KV) cache then already holds that prefix. The replica is the first in the weighted
   rendezvous order of the prefix hash (Schindelhauer & Schomaker 2005, as in
@@ -38,25 +38,25 @@ _rr = count()
 def prefix_key(body: Mapping[str, Any], prefix_chars: int) -> bytes | None:
     """The shared-prefix bytes of a chat or completions request, None when it has no prompt.
 
-    Chat: message contents in order (system prompt first) joined, cut at ``prefix_chars``;
-    completions: the prompt string cut the same way. The model is not part of the key (the
-    eligible replicas already all serve it).
+    Chat: the leading ``system``/``developer`` messages joined (the part many requests share),
+    else the first message; completions: the prompt. Cut at ``prefix_chars`` in both cases. The
+    model is not part of the key (the eligible replicas already all serve it).
     """
     msgs = body.get("messages")
     if isinstance(msgs, list):
-        parts: list[str] = []
-        size = 0
-        for m in msgs:
-            c = m.get("content") if isinstance(m, dict) else None
+        texts: list[str] = []
+        for i, m in enumerate(msgs):
+            if not isinstance(m, dict):
+                break
+            if i and m.get("role") not in ("system", "developer"):
+                break
+            c = m.get("content")
             if isinstance(c, list):
                 c = " ".join(str(p.get("text", "")) for p in c if isinstance(p, dict))
-            if not isinstance(c, str):
-                continue
-            parts.append(c)
-            size += len(c) + 1
-            if size >= prefix_chars:
+            texts.append(c if isinstance(c, str) else "")
+            if m.get("role") not in ("system", "developer"):
                 break
-        text = "\n".join(parts)
+        text = "\n".join(texts)
     else:
         prompt = body.get("prompt")
         text = prompt if isinstance(prompt, str) else ""
