@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from typing import Any
 
 import httpx
 import pytest
@@ -71,7 +72,7 @@ def test_shared_prefix_sticks_to_one_replica_and_load_is_bounded() -> None:
 
 
 def test_failing_replica_is_ejected_and_the_request_retried_elsewhere() -> None:
-    engines = [{"models": ["base"], "fail_status": 500}, {"models": ["base"]}]
+    engines: list[dict[str, Any]] = [{"models": ["base"], "fail_status": 500}, {"models": ["base"]}]
     config = {"routing": {"policy": "round_robin"}}
     with fleet_rig(engines, config, health_interval_s=60) as rig:
         codes = [
