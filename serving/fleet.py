@@ -102,9 +102,13 @@ class Fleet:
     def eligible(self, model: str, exclude: Iterable[str] = ()) -> list[ReplicaState]:
         """Replicas that serve ``model``, are not ejected and not in ``exclude`` (URLs).
 
+        When every replica that serves ``model`` is ejected, all of them (less ``exclude``) are
+        eligible again: Envoy's "panic" routing, since sending to a possibly-recovered replica
+        beats refusing everything.
+
         Raises:
-            NoReplicaError: none serves ``model`` (``unserved``), or all that do are ejected
-                or excluded (``unavailable``).
+            NoReplicaError: none serves ``model`` (``unserved``), or all that do were tried
+                already (``unavailable``).
         """
         serving = [r for r in self.replicas if r.spec.serves(model)]
         if not serving:
@@ -112,6 +116,8 @@ class Fleet:
         now = self.clock()
         skip = set(exclude)
         out = [r for r in serving if r.ejected_until <= now and r.url not in skip]
+        if not out and all(r.ejected_until > now for r in serving):
+            out = [r for r in serving if r.url not in skip]
         if not out:
             raise NoReplicaError(model, "unavailable")
         return out

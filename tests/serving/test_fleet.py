@@ -116,13 +116,22 @@ def test_backoff_doubles_and_health_checks_eject_and_scrape() -> None:
             assert r.headers["x-driftline-replica"] == rig.engine_urls[0]
 
 
-def test_all_replicas_down_is_a_503_with_an_error_span() -> None:
-    with fleet_rig([{"models": ["base"]}], health_interval_s=60) as rig:
-        rig.gateway.fleet.failed(rig.gateway.fleet.replicas[0])
+def test_all_replicas_ejected_are_tried_anyway_then_502() -> None:
+    with fleet_rig([{"models": ["base"]}, {"models": ["base"]}], health_interval_s=60) as rig:
+        fleet = rig.gateway.fleet
+        for r in fleet.replicas:
+            fleet.failed(r)
+        ok = httpx.post(f"{rig.url}/v1/chat/completions", json=chat("base", "hi"))
+        assert ok.status_code == 200  # panic routing: all ejected means all eligible
+        rig.spans.clear()
+        for e in rig.engines:
+            e.fail_status = 503
         r = httpx.post(f"{rig.url}/v1/chat/completions", json=chat("base", "hi"))
-        assert r.status_code == 503 and r.json()["error"]["code"] == "no_replica"
+        assert r.status_code == 503  # both tried once, the last answer passes through
         (span,) = rig.spans.get_finished_spans()
-        assert attrs(span)["error.type"] == "no_replica"
+        assert attrs(span)["error.type"] == "503"
+        assert attrs(span)["driftline.route.reason"] == "retry"
+        assert sum(len(e.seen) for e in rig.engines) == 3
 
 
 def test_desired_replicas_on_metrics() -> None:
