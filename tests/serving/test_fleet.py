@@ -119,8 +119,8 @@ def test_backoff_doubles_and_health_checks_eject_and_scrape() -> None:
 def test_all_replicas_ejected_are_tried_anyway_then_502() -> None:
     with fleet_rig([{"models": ["base"]}, {"models": ["base"]}], health_interval_s=60) as rig:
         fleet = rig.gateway.fleet
-        for r in fleet.replicas:
-            fleet.failed(r)
+        for rep in fleet.replicas:
+            fleet.failed(rep)
         ok = httpx.post(f"{rig.url}/v1/chat/completions", json=chat("base", "hi"))
         assert ok.status_code == 200  # panic routing: all ejected means all eligible
         rig.spans.clear()

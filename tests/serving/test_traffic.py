@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 import numpy as np
@@ -128,7 +129,7 @@ def test_tenant_over_its_limit_gets_429_and_the_other_tenant_does_not() -> None:
         async def run() -> tuple[list[httpx.Response], list[httpx.Response]]:
             async with httpx.AsyncClient(timeout=30) as c:
 
-                def post(key: str, i: int):  # type: ignore[no-untyped-def]
+                def post(key: str, i: int) -> Any:
                     return c.post(
                         f"{rig.url}/v1/chat/completions",
                         json=chat("base", f"q{i}"),
@@ -159,7 +160,7 @@ def test_cache_hits_only_deterministic_complete_answers_per_tenant() -> None:
     with fleet_rig([{"models": ["base"], "default_max_tokens": 4}], config) as rig:
         eng = rig.engines[0]
 
-        def post(body: dict, key: str = "sk-a") -> httpx.Response:  # type: ignore[type-arg]
+        def post(body: dict[str, Any], key: str = "sk-a") -> httpx.Response:
             return httpx.post(
                 f"{rig.url}/v1/chat/completions",
                 json=body,
