@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import orjson
 from fastapi import Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -36,7 +36,7 @@ from serving.cache import cache_key, storable
 from serving.fleet import NoReplicaError, ReplicaState
 from serving.fleet_config import CLASSES, TrafficClass
 from serving.ratelimit import RateLimitedError, Reservation, estimate_input_tokens
-from serving.relay import StreamResult, error_type, relay
+from serving.relay import LeanStreamingResponse, StreamResult, error_type, relay
 from serving.replies import error_response, outcome_from_json
 from serving.resolve import GatewayRequestError, apply_token_budget, session_of, user_of
 from serving.resolve import tenant_for as _tenant_for
@@ -277,6 +277,7 @@ async def proxy(gw: Gateway, request: Request, operation: str, path: str) -> Res
         **reservation.headers,
         "x-driftline-trace-id": format(span.get_span_context().trace_id, "032x"),
         "x-driftline-variant": variant,
+        "x-driftline-queue-s": f"{queued_s:.6f}",
     }
     if rollout:
         out_headers["x-driftline-rollout"] = rollout
@@ -305,10 +306,9 @@ async def proxy(gw: Gateway, request: Request, operation: str, path: str) -> Res
         def done(r: StreamResult) -> None:
             call.finish(r.outcome, r.error, r.body)
 
-        return StreamingResponse(
+        return LeanStreamingResponse(
             relay(resp, t0, client_usage, key is not None, done),
             status_code=resp.status,
-            media_type="text/event-stream",
             headers={**out_headers, "cache-control": "no-cache"},
         )
     except NoReplicaError as exc:
