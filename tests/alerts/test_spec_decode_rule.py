@@ -17,8 +17,8 @@ T0 = 1_800_000_000.0
 
 def _samples(engine: Engine, url: str, counters: list[tuple[int, int] | None]) -> None:
     rows: list[dict[str, Any]] = []
-    for i, c in enumerate(counters):
-        draft, acc = c if c is not None else (None, None)
+    for i, cnt in enumerate(counters):
+        draft, acc = cnt if cnt is not None else (None, None)
         rows.append(
             {
                 "tenant": "default",
