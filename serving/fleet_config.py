@@ -92,7 +92,7 @@ class TrafficConfig:
     """Traffic classes (:mod:`serving.classes`)."""
 
     batch_share: float = 0.25
-    interactive_queue: int = 256
+    interactive_queue: int | None = None  # None: the gateway's max_queue setting
     batch_queue: int = 1024
     batch_max_wait_s: float = 30.0
     api_keys: Mapping[str, TrafficClass] = field(default_factory=dict)
@@ -269,7 +269,9 @@ def _traffic(raw: Any) -> TrafficConfig:
     }
     return TrafficConfig(
         batch_share=share,
-        interactive_queue=_int("traffic.interactive_queue", t.get("interactive_queue", 256), 0),
+        interactive_queue=None
+        if t.get("interactive_queue") is None
+        else _int("traffic.interactive_queue", t["interactive_queue"], 0),
         batch_queue=_int("traffic.batch_queue", t.get("batch_queue", 1024), 0),
         batch_max_wait_s=_num("traffic.batch_max_wait_s", t.get("batch_max_wait_s", 30.0)),
         api_keys=by_key,

@@ -82,7 +82,9 @@ class Gateway:
         self.gate = TrafficGate(
             settings.max_concurrency,
             batch_share=t.batch_share,
-            interactive_queue=settings.max_queue if not fleet.replicas else t.interactive_queue,
+            interactive_queue=settings.max_queue
+            if t.interactive_queue is None
+            else t.interactive_queue,
             batch_queue=t.batch_queue,
             batch_max_wait_s=t.batch_max_wait_s,
             retry_after_s=settings.retry_after_s,
