@@ -62,7 +62,16 @@ def _run_engine(port: int, ttft_s: float, itl_s: float, tokens: int, blocks: int
         prefix_cache_blocks=blocks,
     )
     app = create_echo_engine(state)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    # long server keep-alive: on a saturated machine a 5 s timer can fire while the client is
+    # already reusing the connection (the httpx.ReadError of the first version of this script)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=75,
+    )
 
 
 def _run_gateway(port: int, config: dict[str, Any], max_concurrency: int) -> None:
