@@ -19,6 +19,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -66,6 +67,17 @@ class ReplicaState:
     def url(self) -> str:
         """The replica's base URL."""
         return self.spec.url
+
+    @property
+    def host(self) -> str:
+        """Host part of the URL (span attribute ``server.address``)."""
+        return urlsplit(self.spec.url).hostname or ""
+
+    @property
+    def port(self) -> int:
+        """Port of the URL, scheme default when absent (``server.port``)."""
+        parts = urlsplit(self.spec.url)
+        return parts.port or (443 if parts.scheme == "https" else 80)
 
 
 class NoReplicaError(LookupError):

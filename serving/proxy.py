@@ -154,7 +154,8 @@ async def _send(
             {
                 "driftline.replica": replica.url,
                 "driftline.route.reason": reason if attempt == 0 else "retry",
-                "server.address": replica.url.split("://", 1)[1].rsplit(":", 1)[0],
+                "server.address": replica.host,
+                "server.port": replica.port,
             }
         )
         try:
@@ -249,7 +250,7 @@ async def proxy(gw: Gateway, request: Request, operation: str, path: str) -> Res
         span.set_attributes(response_attributes(outcome, capture_content=False))
         span.set_attribute("driftline.gateway.queue_s", 0.0)
         span.end()
-        gw.limiter.settle(reservation, None)
+        gw.limiter.settle(reservation, 0)  # no engine tokens spent
         headers = {**reservation.headers, "x-driftline-cache": "hit"}
         return Response(hit.body, media_type=hit.media_type, headers=headers)
     client_usage = True
@@ -260,6 +261,7 @@ async def proxy(gw: Gateway, request: Request, operation: str, path: str) -> Res
     try:
         queued_s = await gw.gate.acquire(cls)
     except OverloadedError as exc:
+        gw.limiter.settle(reservation, 0)
         retry = {"Retry-After": str(exc.retry_after_s)}
         return error_response(429, "overloaded", str(exc), headers=retry)
     finally:
