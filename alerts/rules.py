@@ -3,9 +3,9 @@
 Two kinds of rule:
 
 * :class:`ThresholdRule` — an SLO over a statistic (p99 TTFT, TPOT, error rate, 429 rate, KV-cache
-  usage, cost per 1k tokens, judge quality, thumbs-down rate). It breaches while
-  ``value <op> threshold``; after it fires it resolves only once the value is back on the good
-  side of ``resolve_threshold`` (hysteresis band), see :func:`breach_of`.
+  usage, speculative-decoding acceptance, cost per 1k tokens, judge quality, thumbs-down rate).
+  It breaches while ``value <op> threshold``; after it fires it resolves only once the value is
+  back on the good side of ``resolve_threshold`` (hysteresis band), see :func:`breach_of`.
 * :class:`EventRule` — fires on a discrete event (drift detected, canary rollback / promotion /
   inconclusive, judge drift, collector health) whose labels match, see :func:`event_breach`.
 
@@ -42,6 +42,7 @@ Stat = Literal[
     "error_rate",
     "rejection_rate_429",
     "kv_cache_usage",
+    "spec_decode_acceptance_rate",
     "cost_per_1k_tokens_usd",
     "judge_score",
     "judge_pass_rate",

@@ -22,6 +22,12 @@ Statistics (units in the name):
   priced calls with known tokens;
 * ``kv_cache_usage``: the highest scraped ``kv_cache_usage`` (0..1) in the window
   (``engine_samples``; label ``model`` is the engine's ``model_name``, ``url`` its endpoint);
+* ``spec_decode_acceptance_rate``: accepted / proposed draft tokens over the window, from the
+  scraped counters' increases (``engine_samples``, same labels; engines without speculative
+  decoding have no value). Group by ``url`` so the alert names the engine, e.g.
+  ``spec_decode_acceptance_rate < 0.5`` with ``group_labels=("url", "model")``: below that the
+  drafts cost more verification than they save (Leviathan, Kalman & Matias, "Fast Inference
+  from Transformers via Speculative Decoding", ICML 2023, speed-up grows with acceptance);
 * ``thumbs_down_rate``: thumbs-down / (thumbs-up + thumbs-down) feedback in the window
   (by the feedback timestamp; with filters or group labels, only feedback linked to a call);
 * ``judge_score`` / ``judge_pass_rate``: no series here (the judge subsystem emits
@@ -61,6 +67,15 @@ CALL_LABELS: dict[str, Any] = {
     "response_model": LLMCall.response_model,
 }
 _ENGINE_LABELS: dict[str, Any] = {"model": EngineSample.model_name, "url": EngineSample.url}
+#: statistics read from scraped engine samples -> their value columns
+_ENGINE_STATS: dict[str, tuple[Any, ...]] = {
+    "kv_cache_usage": (EngineSample.kv_cache_usage,),
+    "spec_decode_acceptance_rate": (
+        EngineSample.url,
+        EngineSample.spec_decode_draft_tokens_total,
+        EngineSample.spec_decode_accepted_tokens_total,
+    ),
+}
 _LATENCY: dict[str, Any] = {
     "ttft_s": LLMCall.ttft_s,
     "tpot_s": LLMCall.tpot_s,
@@ -168,7 +183,7 @@ def rule_series(conn: Connection, tenant: str, rule: ThresholdRule, now: float) 
     names = list(rule.group_labels)
     if rule.stat in ("judge_score", "judge_pass_rate"):
         return []
-    if rule.stat == "kv_cache_usage":
+    if rule.stat in _ENGINE_STATS:
         return _kv_series(conn, tenant, rule, names, since_ns, until_ns, now)
     if rule.stat == "thumbs_down_rate":
         return _thumbs_series(conn, tenant, rule, names, since_ns, until_ns, now)
@@ -194,11 +209,16 @@ def _kv_series(
     now: float,
 ) -> list[Series]:
     label_cols = [c for _, c in _cols(_ENGINE_LABELS, names, "group_labels")]
-    q = select(*label_cols, EngineSample.kv_cache_usage).where(
-        EngineSample.tenant == tenant,
-        EngineSample.scraped_unix_nano >= since_ns,
-        EngineSample.scraped_unix_nano <= until_ns,
-        EngineSample.kv_cache_usage.is_not(None),
+    value_cols = _ENGINE_STATS[rule.stat]
+    q = (
+        select(*label_cols, *value_cols)
+        .where(
+            EngineSample.tenant == tenant,
+            EngineSample.scraped_unix_nano >= since_ns,
+            EngineSample.scraped_unix_nano <= until_ns,
+            *(c.is_not(None) for c in value_cols),
+        )
+        .order_by(EngineSample.scraped_unix_nano)
     )
     for k, col in _cols(_ENGINE_LABELS, rule.filters, "filters"):
         q = q.where(col == rule.filters[k])
@@ -208,7 +228,21 @@ def _kv_series(
         vals = [float(r[0]) for r in rows]
         return max(vals) if len(vals) >= rule.min_samples else None
 
-    return _series(rule, names, groups, now, peak)
+    def acceptance(rows: Sequence[Sequence[Any]]) -> float | None:
+        # rows: (url, draft_total, accepted_total) in scrape order; counters per engine url
+        if len(rows) < rule.min_samples:
+            return None
+        first: dict[str, tuple[int, int]] = {}
+        last: dict[str, tuple[int, int]] = {}
+        for url, draft, acc in rows:
+            first.setdefault(url, (draft, acc))
+            last[url] = (draft, acc)
+        d = sum(max(0, last[u][0] - first[u][0]) for u in last)
+        a = sum(max(0, last[u][1] - first[u][1]) for u in last)
+        return a / d if d > 0 else None
+
+    agg = acceptance if rule.stat == "spec_decode_acceptance_rate" else peak
+    return _series(rule, names, groups, now, agg)
 
 
 def _thumbs_series(
@@ -255,6 +289,6 @@ def check_rule_labels(rule: ThresholdRule) -> None:
     Raises:
         ValueError: an unknown key (the message names ``filters`` or ``group_labels``).
     """
-    mapping = _ENGINE_LABELS if rule.stat == "kv_cache_usage" else CALL_LABELS
+    mapping = _ENGINE_LABELS if rule.stat in _ENGINE_STATS else CALL_LABELS
     _cols(mapping, rule.filters, "filters")
     _cols(mapping, rule.group_labels, "group_labels")

@@ -1,16 +1,26 @@
-"""Latency the gateway adds over calling the engine directly, at 50 concurrent SSE streams.
+"""The serving tier against echo engines: added latency, prefix routing, tenant and class isolation.
 
-Set-up: the deterministic echo engine (``serving.echo_engine``: 20 ms to the first token, then
-10 ms per token, 16 tokens) in one process, the gateway (routing, admission, token budget,
-CLIENT span through a BatchSpanProcessor, SSE relay) in another, the client here. Waves of
-``--concurrency`` simultaneous streaming chat requests alternate between the engine and the
-gateway, so both see the same machine load. Reported:
+Set-up: three deterministic echo engines (``serving.echo_engine``: 20 ms to the first token,
+then 10 ms per token, 16 tokens; each with its own **simulated** prefix cache, see that
+module) in separate processes, and gateway processes in front of all three (``replicas``
+config, routing on). The client is this process. Reported (``RESULT name=value unit``):
 
-* ``gateway_added_p50_ms`` / ``gateway_added_p99_ms``: percentile of end-to-end time through
-  the gateway minus the same percentile direct (milliseconds);
-* ``gateway_added_ttft_p50_ms``: the same for time to first content chunk.
+1. ``gateway_added_p50_ms`` / ``gateway_added_p99_ms`` / ``gateway_added_ttft_p50_ms``: waves of
+   ``--concurrency`` streaming chats alternate between the engines directly (the client spreads
+   them round-robin) and the prefix-routing gateway, so both see the same machine load; the
+   percentile through the gateway minus the same percentile direct. ``gateway_cpu_ms_per_stream``
+   is the gateway process's CPU time (user + system, ``/proc``) per stream relayed.
+2. ``prefix_hit_rate_prefix`` / ``prefix_hit_rate_round_robin`` and their ratio: a shared-prompt
+   workload (``--personas`` system prompts of 160 words, different user questions) through a
+   prefix-aware gateway and through a round-robin gateway, each with its own persona set so
+   neither warms the other; the hit rate is the engines' own ``vllm:prefix_cache_hits /
+   queries`` delta. Each engine caches ``--cache-blocks`` blocks of 16 words, half the
+   personas' working set: a finite KV cache, as on a real replica.
+3. ``calm_p99_alone_ms`` / ``calm_p99_with_noisy_ms``: one tenant's p99 alone, then while a
+   second tenant floods above its rate limit (``noisy_429_share`` of its requests get 429).
+4. ``interactive_queue_p95_ms`` while a batch flood runs, against the queue SLO (500 ms).
 
-Run: ``.venv/bin/python benchmarks/gateway.py`` (default < 60 s).
+Run: ``.venv/bin/python benchmarks/gateway.py`` (a few minutes on 2 busy cores).
 """
 
 from __future__ import annotations
@@ -22,11 +32,15 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+CALM = {"authorization": "Bearer sk-calm"}  # a tenant without limits
 
 
 def _free_port() -> int:
@@ -35,48 +49,60 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run_engine(port: int, ttft_s: float, itl_s: float, tokens: int) -> None:
+def _run_engine(port: int, ttft_s: float, itl_s: float, tokens: int, blocks: int) -> None:
     import uvicorn
 
     from serving.echo_engine import EchoEngineState, create_echo_engine
 
     state = EchoEngineState(
-        models=("base", "cand"), ttft_s=ttft_s, itl_s=itl_s, default_max_tokens=tokens
+        models=("base",),
+        ttft_s=ttft_s,
+        itl_s=itl_s,
+        default_max_tokens=tokens,
+        prefix_cache_blocks=blocks,
     )
+    app = create_echo_engine(state)
+    # long server keep-alive: on a saturated machine a 5 s timer can fire while the client is
+    # already reusing the connection (the httpx.ReadError of the first version of this script)
     uvicorn.run(
-        create_echo_engine(state),
+        app,
         host="127.0.0.1",
         port=port,
         log_level="warning",
         access_log=False,
+        timeout_keep_alive=75,
     )
 
 
-def _run_gateway(port: int, engine_url: str) -> None:
+def _run_gateway(port: int, config: dict[str, Any], max_concurrency: int) -> None:
     import uvicorn
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from serving.config import demo_config
+    from serving.config import parse_config
     from serving.gateway import create_gateway_app
     from serving.settings import GatewaySettings
 
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
     settings = GatewaySettings(
-        engine_url=engine_url, collector_url=None, gateway_otlp_endpoint=None, max_concurrency=256
+        collector_url=None, gateway_otlp_endpoint=None, max_concurrency=max_concurrency
     )
     app = create_gateway_app(
-        settings,
-        demo_config("base", "cand", 0.5),
-        tracer_provider=provider,
-        rng=np.random.default_rng(0),
+        settings, parse_config(config), tracer_provider=provider, rng=np.random.default_rng(0)
     )
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=75,
+    )
 
 
-def _wait(url: str, timeout_s: float = 30.0) -> None:
+def _wait(url: str, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -88,87 +114,220 @@ def _wait(url: str, timeout_s: float = 30.0) -> None:
     raise TimeoutError(url)
 
 
-async def _one(client: httpx.AsyncClient, url: str, model: str, i: int) -> tuple[float, float]:
-    body = {
-        "model": model,
-        "stream": True,
-        "user": f"user-{i}",
-        "messages": [{"role": "user", "content": f"question number {i} about billing"}],
-    }
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, clock ticks
+
+
+async def _one(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> tuple[float, float, int, float]:
+    """``(e2e_s, ttft_s, status, gateway_queue_s)`` of one streamed chat; status 0 when the
+    connection failed (counted and reported, not timed)."""
     t0 = time.perf_counter()
     ttft = float("nan")
-    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
-        r.raise_for_status()
-        async for line in r.aiter_lines():
-            if ttft != ttft and '"content":"' in line and '"content":""' not in line:
-                ttft = time.perf_counter() - t0
-    return time.perf_counter() - t0, ttft
+    try:
+        async with client.stream(
+            "POST", f"{url}/v1/chat/completions", json={**body, "stream": True}, headers=headers
+        ) as r:
+            queue = float(r.headers.get("x-driftline-queue-s", "nan"))
+            async for line in r.aiter_lines():
+                if ttft != ttft and '"content":"' in line and '"content":""' not in line:
+                    ttft = time.perf_counter() - t0
+    except httpx.TransportError:
+        return float("nan"), float("nan"), 0, float("nan")
+    return time.perf_counter() - t0, ttft, r.status_code, queue
 
 
-async def _measure(engine: str, gateway: str, waves: int, conc: int) -> dict[str, np.ndarray]:
-    out: dict[str, list[tuple[float, float]]] = {"direct": [], "gateway": []}
-    limits = httpx.Limits(max_connections=conc * 2, max_keepalive_connections=conc * 2)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
-        for warm in range(2):  # warm up connections on both paths
-            await asyncio.gather(*(_one(client, engine, "base", i) for i in range(conc)))
-            await asyncio.gather(*(_one(client, gateway, "support-bot", i) for i in range(conc)))
-            del warm
+def _chat(i: int, system: str = "you are a helpful billing assistant") -> dict[str, Any]:
+    return {
+        "model": "base",
+        "user": f"user-{i}",
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"question number {i} about billing"},
+        ],
+    }
+
+
+def _client(conc: int) -> httpx.AsyncClient:
+    # keep-alive below the servers' (uvicorn 5 s) so no request rides a closing connection
+    limits = httpx.Limits(
+        max_connections=conc * 4, max_keepalive_connections=conc * 4, keepalive_expiry=1.0
+    )
+    return httpx.AsyncClient(limits=limits, timeout=120)
+
+
+async def _latency(engines: list[str], gateway: str, waves: int, conc: int) -> dict[str, Any]:
+    out: dict[str, list[tuple[float, float, int, float]]] = {"direct": [], "gateway": []}
+    async with _client(conc) as client:
+
+        async def wave(name: str, w: int) -> list[tuple[float, float, int, float]]:
+            urls = [gateway] * conc if name == "gateway" else [engines[i % 3] for i in range(conc)]
+            return await asyncio.gather(
+                *(_one(client, urls[i], _chat(w * conc + i), CALM) for i in range(conc))
+            )
+
+        await wave("direct", -1), await wave("gateway", -1)  # warm connections
         for w in range(waves):
-            order = [("direct", engine, "base"), ("gateway", gateway, "support-bot")]
-            if w % 2:
-                order.reverse()
-            for name, url, model in order:
-                res = await asyncio.gather(
-                    *(_one(client, url, model, w * conc + i) for i in range(conc))
-                )
-                out[name].extend(res)
+            order = ["direct", "gateway"] if w % 2 == 0 else ["gateway", "direct"]
+            for name in order:
+                out[name].extend(await wave(name, w))
     return {k: np.array(v) for k, v in out.items()}
+
+
+async def _hit_rate(engines: list[str], gateway: str, tag: str, n: int, personas: int) -> float:
+    async def counters() -> tuple[float, float]:
+        q = h = 0.0
+        async with httpx.AsyncClient(timeout=10) as c:
+            for e in engines:
+                for line in (await c.get(f"{e}/metrics")).text.splitlines():
+                    if line.startswith("vllm:prefix_cache_queries_total"):
+                        q += float(line.split()[-1])
+                    elif line.startswith("vllm:prefix_cache_hits_total"):
+                        h += float(line.split()[-1])
+        return q, h
+
+    words = [f"{tag}{k}rule{j}" for k in range(personas) for j in range(160)]
+    systems = [" ".join(words[k * 160 : (k + 1) * 160]) for k in range(personas)]
+    rng = np.random.default_rng(1)
+    q0, h0 = await counters()
+    async with _client(10) as client:
+        for start in range(0, n, 10):
+            await asyncio.gather(
+                *(
+                    _one(client, gateway, _chat(i, systems[int(rng.integers(personas))]), CALM)
+                    for i in range(start, min(n, start + 10))
+                )
+            )
+    q1, h1 = await counters()
+    return (h1 - h0) / (q1 - q0)
+
+
+async def _tenants(gateway: str, n: int) -> tuple[np.ndarray, np.ndarray, float]:
+    calm = CALM
+    noisy = {"authorization": "Bearer sk-noisy"}
+    async with _client(20) as client:
+
+        async def calm_run() -> np.ndarray:
+            res = []
+            for start in range(0, n, 10):
+                res += await asyncio.gather(
+                    *(_one(client, gateway, _chat(i), calm) for i in range(start, start + 10))
+                )
+            return np.array([r[0] for r in res if r[2] == 200])  # 429s are the other tenant
+
+        alone = await calm_run()
+        stop = asyncio.Event()
+        statuses: list[int] = []
+
+        async def flood() -> None:
+            while not stop.is_set():
+                got = await asyncio.gather(
+                    *(_one(client, gateway, _chat(i), noisy) for i in range(10))
+                )
+                statuses.extend(g[2] for g in got)
+                await asyncio.sleep(0.05)
+
+        task = asyncio.create_task(flood())
+        together = await calm_run()
+        stop.set()
+        await task
+    return alone, together, float(np.mean(np.array(statuses) == 429))
+
+
+async def _classes(gateway: str, n: int) -> np.ndarray:
+    async with _client(60) as client:
+        batch = [
+            asyncio.create_task(_one(client, gateway, _chat(i), {"x-driftline-class": "batch"}))
+            for i in range(200)
+        ]
+        inter = []
+        for start in range(0, n, 8):
+            inter += await asyncio.gather(
+                *(_one(client, gateway, _chat(i)) for i in range(start, start + 8))
+            )
+        await asyncio.gather(*batch)
+    return np.array([r[3] for r in inter if r[2] == 200])
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print ``RESULT`` lines."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--concurrency", type=int, default=50)
-    ap.add_argument("--waves", type=int, default=20)
+    ap.add_argument("--waves", type=int, default=10)
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--ttft-ms", type=float, default=20.0)
     ap.add_argument("--itl-ms", type=float, default=10.0)
+    ap.add_argument("--prefix-requests", type=int, default=300)
+    ap.add_argument("--personas", type=int, default=12)
     args = ap.parse_args(argv)
+    blocks = args.personas * 10 // 2  # half of the personas' 10 blocks each
     ctx = mp.get_context("spawn")
-    ep, gp = _free_port(), _free_port()
-    engine_url, gateway_url = f"http://127.0.0.1:{ep}", f"http://127.0.0.1:{gp}"
+    eports = [_free_port() for _ in range(3)]
+    engines = [f"http://127.0.0.1:{p}" for p in eports]
+    replicas = [{"url": u, "models": ["base"]} for u in engines]
+    limits = {"tenants": {"noisy": {"requests_per_s": 5, "burst": 5}}}
+    keys = {"sk-calm": "calm", "sk-noisy": "noisy"}
+    gw_cfg = {"replicas": replicas, "api_keys": keys, "limits": limits}
+    rr_cfg = {"replicas": replicas, "api_keys": keys, "routing": {"policy": "round_robin"}}
+    cls_cfg = {"replicas": replicas, "traffic": {"batch_share": 0.25}}
+    gports = [_free_port() for _ in range(3)]
+    gws = [f"http://127.0.0.1:{p}" for p in gports]
     procs = [
         ctx.Process(
             target=_run_engine,
-            args=(ep, args.ttft_ms / 1000, args.itl_ms / 1000, args.tokens),
+            args=(p, args.ttft_ms / 1000, args.itl_ms / 1000, args.tokens, blocks),
             daemon=True,
-        ),
-        ctx.Process(target=_run_gateway, args=(gp, engine_url), daemon=True),
+        )
+        for p in eports
     ]
+    for port, cfg, conc in zip(gports, (gw_cfg, rr_cfg, cls_cfg), (256, 256, 24), strict=True):
+        procs.append(ctx.Process(target=_run_gateway, args=(port, cfg, conc), daemon=True))
     for p in procs:
         p.start()
     try:
-        _wait(f"{engine_url}/health")
-        _wait(f"{gateway_url}/healthz")
-        t0 = time.perf_counter()
-        res = asyncio.run(_measure(engine_url, gateway_url, args.waves, args.concurrency))
+        for e in engines:
+            _wait(f"{e}/health")
+        for g in gws:
+            _wait(f"{g}/healthz")
+        gpid = procs[3].pid
+        assert gpid is not None
+        cpu0, t0 = _cpu_s(gpid), time.perf_counter()
+        res = asyncio.run(_latency(engines, gws[0], args.waves, args.concurrency))
+        cpu = _cpu_s(gpid) - cpu0
         elapsed = time.perf_counter() - t0
+        hit_p = asyncio.run(_hit_rate(engines, gws[0], "p", args.prefix_requests, args.personas))
+        hit_rr = asyncio.run(_hit_rate(engines, gws[1], "r", args.prefix_requests, args.personas))
+        alone, together, share429 = asyncio.run(_tenants(gws[0], 100))
+        inter_q = asyncio.run(_classes(gws[2], 96))
     finally:
         for p in procs:
             p.terminate()
             p.join(timeout=10)
-    d, g = res["direct"], res["gateway"]
-    p50 = (np.percentile(g[:, 0], 50) - np.percentile(d[:, 0], 50)) * 1000
-    p99 = (np.percentile(g[:, 0], 99) - np.percentile(d[:, 0], 99)) * 1000
+    d_all, g_all = res["direct"], res["gateway"]
+    d, g = d_all[d_all[:, 2] == 200], g_all[g_all[:, 2] == 200]
+    added = {q: (np.percentile(g[:, 0], q) - np.percentile(d[:, 0], q)) * 1000 for q in (50, 99)}
     ttft50 = (np.nanpercentile(g[:, 1], 50) - np.nanpercentile(d[:, 1], 50)) * 1000
     print(
-        f"# {len(d)} direct + {len(g)} gateway streams at concurrency {args.concurrency}, "
-        f"{elapsed:.1f} s; direct e2e p50 {np.percentile(d[:, 0], 50) * 1000:.1f} ms "
-        f"p99 {np.percentile(d[:, 0], 99) * 1000:.1f} ms"
+        f"# {len(d)} direct + {len(g)} gateway streams at concurrency {args.concurrency} over 3 "
+        f"replicas, {elapsed:.1f} s; direct e2e p50 {np.percentile(d[:, 0], 50) * 1000:.1f} ms "
+        f"p99 {np.percentile(d[:, 0], 99) * 1000:.1f} ms (2 shared cores: CPU contention "
+        "dominates both)"
     )
-    print(f"RESULT gateway_added_p50_ms={p50:.2f} ms")
-    print(f"RESULT gateway_added_p99_ms={p99:.2f} ms")
+    print(f"RESULT direct_failed_streams={int((d_all[:, 2] != 200).sum())} streams")
+    print(f"RESULT gateway_failed_streams={int((g_all[:, 2] != 200).sum())} streams")
+    print(f"RESULT gateway_added_p50_ms={added[50]:.2f} ms")
+    print(f"RESULT gateway_added_p99_ms={added[99]:.2f} ms")
     print(f"RESULT gateway_added_ttft_p50_ms={ttft50:.2f} ms")
+    print(f"RESULT gateway_cpu_ms_per_stream={cpu / len(g) * 1000:.2f} ms")
+    print(f"RESULT prefix_hit_rate_prefix={hit_p:.3f} ratio")
+    print(f"RESULT prefix_hit_rate_round_robin={hit_rr:.3f} ratio")
+    print(f"RESULT prefix_hit_rate_prefix_over_round_robin={hit_p / max(hit_rr, 1e-9):.2f} x")
+    print(f"RESULT calm_p99_alone_ms={np.percentile(alone, 99) * 1000:.1f} ms")
+    print(f"RESULT calm_p99_with_noisy_ms={np.percentile(together, 99) * 1000:.1f} ms")
+    print(f"RESULT noisy_429_share={share429:.3f} ratio")
+    print(f"RESULT interactive_queue_p95_ms={np.percentile(inter_q, 95) * 1000:.1f} ms (slo 500)")
     return 0
 
 

@@ -18,6 +18,7 @@ PAGES_DIR = Path(__file__).resolve().parent / "views"
 PAGES: tuple[tuple[str, str, str], ...] = (
     ("overview.py", "Overview", ":material/monitoring:"),
     ("latency.py", "Latency", ":material/timer:"),
+    ("capacity.py", "Capacity", ":material/dns:"),
     ("cost.py", "Cost", ":material/payments:"),
     ("quality.py", "Quality", ":material/verified:"),
     ("review.py", "Review queue", ":material/rate_review:"),

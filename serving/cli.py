@@ -207,13 +207,21 @@ def gateway(seed: int | None, **overrides: Any) -> None:
         settings, config, tracer_provider=provider, rng=np.random.default_rng(seed)
     )
     rollouts = ", ".join(f"{n}={dict(r.weights)}" for n, r in config.rollouts.items()) or "none"
+    targets = ", ".join(r.url for r in config.fleet.replicas) or settings.engine_url
     click.echo(
         f"gateway on http://{settings.gateway_host}:{settings.gateway_port}/v1 "
-        f"-> {settings.engine_url}; rollouts: {rollouts}"
+        f"-> {targets}; rollouts: {rollouts}"
     )
     try:
+        # keep-alive above client pools' (httpx, aiohttp: 5 s / 15 s) so a client never reuses
+        # a connection the gateway is closing; access log off on the hot path
         uvicorn.run(
-            app, host=settings.gateway_host, port=settings.gateway_port, log_level="warning"
+            app,
+            host=settings.gateway_host,
+            port=settings.gateway_port,
+            log_level="warning",
+            access_log=False,
+            timeout_keep_alive=75,
         )
     finally:
         provider.shutdown()

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from serving.errors import ServingError
+from serving.fleet_config import SECTIONS, FleetConfig, FleetConfigError, parse_fleet
 
 
 class GatewayConfigError(ServingError, ValueError):
@@ -53,11 +54,14 @@ class GatewayConfig:
         rollouts: rollout name -> :class:`Rollout`.
         default_rollout: used when the request names neither a rollout nor a served model.
         api_keys: API key -> tenant; empty means no authentication (tenant None).
+        fleet: replicas, routing, traffic classes, tenant limits, cache, autoscaling
+            (:mod:`serving.fleet_config`).
     """
 
     rollouts: Mapping[str, Rollout] = field(default_factory=dict)
     default_rollout: str | None = None
     api_keys: Mapping[str, str] = field(default_factory=dict)
+    fleet: FleetConfig = field(default_factory=FleetConfig)
 
     @property
     def variants(self) -> frozenset[str]:
@@ -85,9 +89,9 @@ def parse_config(data: Mapping[str, Any]) -> GatewayConfig:
 
     Raises:
         GatewayConfigError: an unknown top-level key, a bad weight, or a ``default_rollout`` that
-            is not defined.
+            is not defined; a bad serving-tier section (message naming the key).
     """
-    unknown = set(data) - {"rollouts", "default_rollout", "api_keys"}
+    unknown = set(data) - {"rollouts", "default_rollout", "api_keys"} - SECTIONS
     if unknown:
         raise GatewayConfigError(f"unknown keys: {sorted(unknown)}")
     rollouts: dict[str, Rollout] = {}
@@ -103,10 +107,15 @@ def parse_config(data: Mapping[str, Any]) -> GatewayConfig:
     keys = data.get("api_keys") or {}
     if not isinstance(keys, Mapping) or not all(isinstance(t, str) and t for t in keys.values()):
         raise GatewayConfigError("api_keys: a mapping of key -> tenant name is required")
+    try:
+        fleet = parse_fleet(data)
+    except FleetConfigError as exc:
+        raise GatewayConfigError(str(exc)) from None
     return GatewayConfig(
         rollouts=rollouts,
         default_rollout=default,
         api_keys={str(k): str(v) for k, v in keys.items()},
+        fleet=fleet,
     )
 
 

@@ -7,6 +7,15 @@ request (model name + prompt words), emitted one "token" (word) per SSE chunk af
 (first chunk with ``role``; usage-only chunk with ``choices: []`` when
 ``stream_options.include_usage``; ``data: [DONE]``). It records the W3C ``traceparent`` of
 every request it receives.
+
+Fleet simulation (gateway tests and benchmark): ``healthy=False`` makes ``/health`` answer 503;
+``GET /metrics`` exports vLLM's names (``vllm:num_requests_running``,
+``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``, ``vllm:prefix_cache_queries``,
+``vllm:prefix_cache_hits``) with a ``model_name`` label. The prefix cache is **simulated**: the
+prompt's words form blocks of ``prefix_block`` words chained by hash (as vLLM's automatic
+prefix caching hashes blocks of tokens with their parent); the longest run of leading blocks
+already in this engine's LRU of ``prefix_cache_blocks`` blocks counts as cached tokens
+(``usage.prompt_tokens_details.cached_tokens``, and the counters above). No model, no KV.
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +52,36 @@ class EchoEngineState:
     default_max_tokens: int = 16
     seen: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=10_000))
     fail_status: int | None = None
+    healthy: bool = True
+    prefix_block: int = 16
+    prefix_cache_blocks: int = 4096
+    max_running: int = 64
+    blocks: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    running: int = 0
+
+    def prefix_lookup(self, words: Sequence[str]) -> int:
+        """Cached prompt tokens (words) of a request; insert its blocks (simulated cache)."""
+        n_full = len(words) // self.prefix_block
+        parent = b""
+        hit_blocks = 0
+        still_hitting = True
+        for i in range(n_full):
+            chunk = " ".join(words[i * self.prefix_block : (i + 1) * self.prefix_block])
+            parent = hashlib.blake2b(parent + chunk.encode(), digest_size=8).digest()
+            if still_hitting and parent in self.blocks:
+                hit_blocks += 1
+                self.blocks.move_to_end(parent)
+            else:
+                still_hitting = False
+                self.blocks[parent] = None
+                if len(self.blocks) > self.prefix_cache_blocks:
+                    self.blocks.popitem(last=False)
+        cached = hit_blocks * self.prefix_block
+        self.prefix_queries += len(words)
+        self.prefix_hits += cached
+        return cached
 
 
 VOCAB = (
@@ -68,6 +107,17 @@ def echo_tokens(model: str, prompt: str, n: int) -> list[str]:
         w = words[i % len(words)] if i % 2 == 0 else VOCAB[(seed + i) % len(VOCAB)]
         out.append(w if i == 0 else " " + w)
     return out
+
+
+def _all_words(body: dict[str, Any]) -> list[str]:
+    msgs = body.get("messages")
+    if isinstance(msgs, list):
+        text = " ".join(
+            m["content"] for m in msgs if isinstance(m, dict) and isinstance(m.get("content"), str)
+        )
+    else:
+        text = str(body.get("prompt", ""))
+    return text.split()
 
 
 def _prompt_text(body: dict[str, Any], chat: bool) -> str:
@@ -100,7 +150,21 @@ def create_echo_engine(state: EchoEngineState) -> FastAPI:
 
     @app.get("/health")
     async def health() -> Response:
-        return Response(status_code=200)
+        return Response(status_code=200 if state.healthy else 503)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        lab = '{model_name="%s"}' % (state.models[0] if state.models else "")
+        lines = [
+            f"vllm:num_requests_running{lab} {state.running}",
+            f"vllm:num_requests_waiting{lab} {max(0, state.running - state.max_running)}",
+            f"vllm:kv_cache_usage_perc{lab} {min(1.0, state.running / state.max_running)}",
+            "# TYPE vllm:prefix_cache_queries counter",
+            f"vllm:prefix_cache_queries_total{lab} {state.prefix_queries}",
+            "# TYPE vllm:prefix_cache_hits counter",
+            f"vllm:prefix_cache_hits_total{lab} {state.prefix_hits}",
+        ]
+        return Response("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 
     async def complete(request: Request, chat: bool) -> Response:
         body = orjson.loads(await request.body())
@@ -135,6 +199,7 @@ def create_echo_engine(state: EchoEngineState) -> FastAPI:
         n_words = max(1, min(int(limit), state.default_max_tokens))
         prompt = _prompt_text(body, chat)
         tokens = echo_tokens(model, prompt, n_words)
+        cached = state.prefix_lookup(_all_words(body))
         reason = "length" if n_words == int(limit) else "stop"
         counter["n"] += 1
         rid = f"{'chatcmpl' if chat else 'cmpl'}-echo{counter['n']:08d}"
@@ -142,11 +207,16 @@ def create_echo_engine(state: EchoEngineState) -> FastAPI:
             "prompt_tokens": len(prompt.split()) + 3,
             "completion_tokens": len(tokens),
             "total_tokens": len(prompt.split()) + 3 + len(tokens),
+            "prompt_tokens_details": {"cached_tokens": cached},
         }
         created = int(time.time())
         obj = "chat.completion" if chat else "text_completion"
         if not body.get("stream"):
-            await asyncio.sleep(state.ttft_s + state.itl_s * (len(tokens) - 1))
+            state.running += 1
+            try:
+                await asyncio.sleep(state.ttft_s + state.itl_s * (len(tokens) - 1))
+            finally:
+                state.running -= 1
             text = "".join(tokens)
             choice: dict[str, Any] = {"index": 0, "finish_reason": reason}
             if chat:
@@ -198,13 +268,29 @@ async def _stream(
     model: str,
     tokens: list[str],
     reason: str,
-    usage: dict[str, int] | None,
+    usage: dict[str, Any] | None,
     chat: bool,
 ) -> AsyncIterator[bytes]:
     def ev(choices: list[dict[str, Any]], **extra: Any) -> bytes:
         payload = {"id": rid, "object": obj, "created": created, "model": model, "choices": choices}
         return b"data: " + orjson.dumps({**payload, **extra}) + b"\n\n"
 
+    state.running += 1
+    try:
+        async for ev_bytes in _events(state, ev, tokens, reason, usage, chat):
+            yield ev_bytes
+    finally:
+        state.running -= 1
+
+
+async def _events(
+    state: EchoEngineState,
+    ev: Any,
+    tokens: list[str],
+    reason: str,
+    usage: dict[str, Any] | None,
+    chat: bool,
+) -> AsyncIterator[bytes]:
     await asyncio.sleep(state.ttft_s)
     if chat:
         yield ev(

@@ -1,63 +1,62 @@
-"""OpenAI-compatible gateway in front of the engine: route variants, shed load, trace calls.
+"""OpenAI-compatible gateway in front of a fleet of engines: route, limit, shed load, trace.
 
-``POST /v1/chat/completions`` and ``POST /v1/completions``:
+``POST /v1/chat/completions`` and ``POST /v1/completions`` (:mod:`serving.proxy`):
 
 1. tenant from the API key; rollout or pinned model from the request (:mod:`serving.resolve`);
 2. variant by rollout weights, sticky per user/session (:mod:`serving.routing`);
 3. ``max_tokens`` capped by the server-side budget; streaming requests ask the engine for
    ``stream_options.include_usage``;
-4. a slot from the bounded admission gate, else 429 + ``Retry-After``;
-5. one CLIENT span per request; W3C ``traceparent`` injected *inside* it, so vLLM's
+4. traffic class, tenant rate limit, response cache, a slot of the class's bounded queue;
+5. a replica that serves the variant, by the model's routing policy (:mod:`serving.balance`);
+6. one CLIENT span per request; W3C ``traceparent`` injected *inside* it, so vLLM's
    ``llm_request`` SERVER span becomes its child (``reference/vllm-cpu.md``, "Tracing");
-6. SSE passed through event by event; the usage-only chunk is withheld from clients that did
-   not ask for it, so the client sees what it would have seen from the engine.
+7. SSE passed through (:mod:`serving.relay`); the usage-only chunk is withheld from clients
+   that did not ask for it, so the client sees what it would have seen from the engine.
 
-``GET /v1/models`` lists the engine's models plus the rollouts. ``GET /healthz`` is liveness.
+``GET /v1/models`` lists the first healthy replica's models plus the rollouts. ``GET /healthz``
+is liveness. ``GET /metrics`` is Prometheus text with ``driftline_desired_replicas{model}``
+(:mod:`serving.autoscale`). Without a ``replicas`` section the fleet is one replica at
+``engine_url`` that serves every model (the single-engine set-up).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
+import aiohttp
 import httpx
 import numpy as np
-import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-from opentelemetry import trace
+from fastapi.responses import JSONResponse, Response
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import SpanKind, Status, StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from serving.admission import Admission, OverloadedError
+from serving.autoscale import Autoscaler, GatewayMetrics
+from serving.cache import ResponseCache
+from serving.classes import TrafficGate
 from serving.config import GatewayConfig
-from serving.replies import error_response, outcome_from_json
+from serving.fleet import Fleet
+from serving.fleet_config import ReplicaSpec
+from serving.proxy import proxy
+from serving.ratelimit import TenantLimiter
+from serving.replies import error_response
 from serving.resolve import (
     ROLLOUT_HEADER,
     GatewayRequestError,
-    apply_token_budget,
     resolve_target,
     session_of,
-    tenant_for,
     user_of,
 )
 from serving.routing import choose_variant
 from serving.settings import GatewaySettings
-from serving.stream import SseSplitter, StreamAccumulator, event_data, with_include_usage
-from serving.telemetry import (
-    TRACER_NAME,
-    CallOutcome,
-    itl_summary,
-    request_attributes,
-    response_attributes,
-)
+from serving.telemetry import TRACER_NAME
 from serving.weights import WeightsCache
-
-_PROPAGATOR = TraceContextTextMapPropagator()
 
 
 class Gateway:
@@ -77,28 +76,67 @@ class Gateway:
         self.rng = rng
         self.tracer_provider = tracer_provider
         self.tracer = tracer_provider.get_tracer(TRACER_NAME)
-        self.admission = Admission(
-            settings.max_concurrency, settings.max_queue, settings.retry_after_s
+        fleet = config.fleet
+        self.fleet = Fleet(fleet.replicas or (ReplicaSpec(url=settings.engine_url),))
+        t = fleet.traffic
+        self.gate = TrafficGate(
+            settings.max_concurrency,
+            batch_share=t.batch_share,
+            interactive_queue=settings.max_queue
+            if t.interactive_queue is None
+            else t.interactive_queue,
+            batch_queue=t.batch_queue,
+            batch_max_wait_s=t.batch_max_wait_s,
+            retry_after_s=settings.retry_after_s,
         )
-        parts = urlsplit(settings.engine_url)
-        self.engine_host = parts.hostname
-        self.engine_port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.engine: httpx.AsyncClient | None = None
+        self.limiter = TenantLimiter(fleet.limits)
+        self.cache = ResponseCache(fleet.cache)
+        self.scaler = Autoscaler(fleet.autoscale)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(GatewayMetrics(self.scaler, self.fleet, self.gate))
+        self._labels: dict[str, str] = {}
+        self._session: aiohttp.ClientSession | None = None
+        self._health: asyncio.Task[None] | None = None
         self.collector: httpx.AsyncClient | None = None
         self.weights = WeightsCache(
             config, client=None, collector_url=None, ttl_s=settings.weights_ttl_s
         )
 
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The pooled client towards the replicas (opened by :meth:`start`)."""
+        assert self._session is not None, "Gateway.start() was not awaited"
+        return self._session
+
+    def model_label(self, variant: str) -> str:
+        """Base model whose replicas serve ``variant`` (label of the scaling metrics)."""
+        label = self._labels.get(variant)
+        if label is None:
+            serving = [r.spec.base_model() for r in self.fleet.replicas if r.spec.serves(variant)]
+            label = self._labels[variant] = min(serving) if serving else variant
+        return label
+
+    async def _health_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.health_interval_s)
+            with contextlib.suppress(Exception):
+                await self.fleet.check_all(self.session)
+
     async def start(self) -> None:
-        """Open the engine and collector HTTP clients."""
-        limits = httpx.Limits(
-            max_connections=self.settings.max_concurrency + 8,
-            max_keepalive_connections=self.settings.max_concurrency,
+        """Open the replica and collector HTTP clients; start health checks of a fleet."""
+        # keep-alive shorter than the engines' (uvicorn/vLLM: 5 s) so the gateway never
+        # reuses a connection the engine is closing (the ReadError under load)
+        connector = aiohttp.TCPConnector(
+            limit=self.settings.max_concurrency + 8, keepalive_timeout=2.0
         )
-        timeout = httpx.Timeout(self.settings.engine_timeout_s, connect=5.0)
-        self.engine = httpx.AsyncClient(
-            base_url=self.settings.engine_url, limits=limits, timeout=timeout
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=5.0, sock_read=self.settings.engine_timeout_s
         )
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=timeout, auto_decompress=False
+        )
+        if self.config.fleet.replicas:
+            self._health = asyncio.create_task(self._health_loop())
         if self.settings.collector_url:
             key = self.settings.collector_api_key
             headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
@@ -111,10 +149,15 @@ class Gateway:
         )
 
     async def stop(self) -> None:
-        """Close clients and flush spans."""
-        for client in (self.engine, self.collector):
-            if client is not None:
-                await client.aclose()
+        """Stop health checks, close clients and flush spans."""
+        if self._health is not None:
+            self._health.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._health
+        if self._session is not None:
+            await self._session.close()
+        if self.collector is not None:
+            await self.collector.aclose()
         self.tracer_provider.force_flush()
 
     async def pick(self, request: Request, body: dict[str, Any]) -> tuple[str | None, str]:
@@ -142,164 +185,6 @@ class Gateway:
         return target.rollout, decision.variant
 
 
-def _fail(span: trace.Span, error_type: str, message: str) -> None:
-    span.set_attribute("error.type", error_type)
-    span.set_status(Status(StatusCode.ERROR, message[:200]))
-
-
-async def _proxy(gw: Gateway, request: Request, operation: str, path: str) -> Response:
-    start_ns = time.time_ns()
-    t0 = time.perf_counter()
-    try:
-        body = orjson.loads(await request.body())
-    except orjson.JSONDecodeError:
-        return error_response(400, "invalid_json", "the request body is not valid JSON")
-    if not isinstance(body, dict):
-        return error_response(400, "invalid_json", "the request body must be a JSON object")
-    try:
-        tenant = tenant_for(gw.config, request.headers.get("authorization"))
-        rollout, variant = await gw.pick(request, body)
-        fwd, max_tokens = apply_token_budget(body, gw.settings.max_output_tokens)
-    except GatewayRequestError as exc:
-        return error_response(exc.status, exc.code, str(exc))
-    fwd["model"] = variant
-    stream = bool(body.get("stream"))
-    client_usage = True
-    if stream:
-        fwd, client_usage = with_include_usage(fwd)
-    try:
-        queued_s = await gw.admission.acquire()
-    except OverloadedError as exc:
-        retry = str(exc.retry_after_s)
-        return error_response(429, "overloaded", str(exc), headers={"Retry-After": retry})
-    attrs = request_attributes(
-        operation=operation,
-        variant=variant,
-        rollout=rollout,
-        body=body,
-        max_tokens=max_tokens,
-        user_id=user_of(request.headers, body),
-        session_id=session_of(request.headers, body),
-        tenant=tenant,
-        server_address=gw.engine_host,
-        server_port=gw.engine_port,
-        capture_content=gw.settings.gateway_capture_content,
-    )
-    attrs["driftline.gateway.queue_s"] = queued_s
-    span = gw.tracer.start_span(
-        f"{operation} {variant}",
-        context=_PROPAGATOR.extract(request.headers),
-        kind=SpanKind.CLIENT,
-        attributes=attrs,
-        start_time=start_ns,
-    )
-    headers = {"content-type": "application/json", "accept-encoding": "identity"}
-    _PROPAGATOR.inject(headers, context=trace.set_span_in_context(span))
-    out_headers = {
-        "x-driftline-trace-id": format(span.get_span_context().trace_id, "032x"),
-        "x-driftline-variant": variant,
-    }
-    if rollout:
-        out_headers["x-driftline-rollout"] = rollout
-    assert gw.engine is not None
-    handed_off = False
-    try:
-        req = gw.engine.build_request("POST", path, content=orjson.dumps(fwd), headers=headers)
-        resp = await gw.engine.send(req, stream=stream)
-        if resp.status_code >= 400 or not stream:
-            content = await resp.aread()
-            await resp.aclose()
-            if resp.status_code >= 400:
-                _fail(span, str(resp.status_code), content.decode(errors="replace"))
-            else:
-                try:
-                    outcome = outcome_from_json(orjson.loads(content))
-                except orjson.JSONDecodeError:
-                    outcome = CallOutcome()
-                    _fail(span, "invalid_response", "engine returned invalid JSON")
-                span.set_attributes(
-                    response_attributes(
-                        outcome, capture_content=gw.settings.gateway_capture_content
-                    )
-                )
-            media = resp.headers.get("content-type", "application/json")
-            return Response(
-                content, status_code=resp.status_code, media_type=media, headers=out_headers
-            )
-        handed_off = True
-        return StreamingResponse(
-            _relay(gw, resp, span, t0, client_usage),
-            status_code=resp.status_code,
-            media_type="text/event-stream",
-            headers={**out_headers, "cache-control": "no-cache"},
-        )
-    except httpx.HTTPError as exc:
-        _fail(span, type(exc).__name__, str(exc) or type(exc).__name__)
-        return error_response(502, "engine_unavailable", f"engine error: {type(exc).__name__}")
-    finally:
-        if not handed_off:
-            span.end()
-            gw.admission.release()
-
-
-async def _relay(
-    gw: Gateway, resp: httpx.Response, span: trace.Span, t0: float, client_usage: bool
-) -> AsyncIterator[bytes]:
-    """Pass SSE events through, accumulate the outcome, end the span and free the slot."""
-    acc = StreamAccumulator()
-    splitter = SseSplitter()
-    error: tuple[str, str] | None = None
-    try:
-        async for chunk in resp.aiter_raw():
-            for ev in splitter.feed(chunk):
-                data = event_data(ev)
-                usage_only = acc.add(data) if data is not None else False
-                if usage_only and not client_usage:
-                    continue
-                yield ev
-        if splitter.rest().strip():
-            yield splitter.rest()
-        if acc.error is not None:
-            error = (acc.error, "engine reported an error in the stream")
-        elif not acc.done:
-            error = ("incomplete_stream", "the engine closed the stream before [DONE]")
-    except httpx.HTTPError as exc:
-        error = (type(exc).__name__, str(exc) or type(exc).__name__)
-        payload = {
-            "error": {"code": "engine_unavailable", "message": error[1], "type": "server_error"}
-        }
-        yield b"data: " + orjson.dumps(payload) + b"\n\n"
-    except BaseException:
-        error = ("cancelled", "the client went away")
-        raise
-    finally:
-        await resp.aclose()
-        try:
-            ttfc = None
-            first = acc.token_times[0] if acc.token_times else acc.first_chunk_at
-            if first is not None:
-                ttfc = first - t0
-            outcome = CallOutcome(
-                response_id=acc.response_id,
-                response_model=acc.response_model,
-                texts={i: acc.text(i) for i in acc.choice_indices()},
-                finish_reasons=acc.finish_reasons,
-                input_tokens=acc.input_tokens,
-                output_tokens=acc.output_tokens,
-                cached_input_tokens=acc.cached_input_tokens,
-                time_to_first_chunk_s=ttfc,
-                itl=itl_summary(acc.token_times),
-            )
-            span.set_attributes(
-                response_attributes(outcome, capture_content=gw.settings.gateway_capture_content)
-            )
-            if error is not None:
-                _fail(span, *error)
-        finally:
-            span.end()
-            gw.admission.release()
-
-
 def create_gateway_app(
     settings: GatewaySettings,
     config: GatewayConfig,
@@ -323,20 +208,24 @@ def create_gateway_app(
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
-        return await _proxy(gw, request, "chat", "/v1/chat/completions")
+        return await proxy(gw, request, "chat", "/v1/chat/completions")
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
-        return await _proxy(gw, request, "text_completion", "/v1/completions")
+        return await proxy(gw, request, "text_completion", "/v1/completions")
 
     @app.get("/v1/models")
     async def models() -> Response:
-        assert gw.engine is not None
-        try:
-            resp = await gw.engine.get("/v1/models")
-            data = resp.json() if resp.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            data = None
+        data: Any = None
+        now_m = gw.fleet.clock()
+        for rep in sorted(gw.fleet.replicas, key=lambda x: x.ejected_until > now_m):
+            try:
+                async with gw.session.get(f"{rep.url}/v1/models") as resp:
+                    data = await resp.json() if resp.status == 200 else None
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                data = None
+            if data is not None:
+                break
         if not isinstance(data, dict) or not isinstance(data.get("data"), list):
             return error_response(502, "engine_unavailable", "could not list the engine's models")
         now = int(time.time())
@@ -355,12 +244,16 @@ def create_gateway_app(
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        a = gw.admission
+        a = gw.gate
         return {
             "status": "ok",
             "in_flight": a.in_flight,
             "waiting": a.waiting,
             "rejected": a.rejected,
         }
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(gw.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app

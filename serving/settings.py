@@ -146,6 +146,9 @@ class GatewaySettings(BaseSettings):
     engine_timeout_s: float = Field(
         default=300.0, gt=0, description="Read timeout towards the engine."
     )
+    health_interval_s: float = Field(
+        default=2.0, gt=0, description="Replica /health + /metrics poll period (seconds)."
+    )
     gateway_capture_content: bool = Field(
         default=True, description="Put prompts/outputs on spans (gen_ai.input/output.messages)."
     )
