@@ -37,7 +37,7 @@ def parse_time(value: str | None, name: str) -> int | None:
     return int(parsed.timestamp() * 1_000_000) * 1000
 
 
-def _hex(value: str | None, size: int, name: str) -> str | None:
+def hex_id(value: str | None, size: int, name: str) -> str | None:
     if value is None:
         return None
     v = value.strip().lower()
@@ -65,8 +65,8 @@ def list_calls(
     cursor: str | None = None,
 ) -> dict[str, Any]:
     flt = queries.CallFilter(
-        trace_id=_hex(trace_id, 32, "trace_id"),
-        span_id=_hex(span_id, 16, "span_id"),
+        trace_id=hex_id(trace_id, 32, "trace_id"),
+        span_id=hex_id(span_id, 16, "span_id"),
         model=model,
         service=service,
         variant=variant,
