@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from collector.errors import BadRequestError, NotFoundError
 from collector.store import queries
 from driftline.api.deps import State, Tenant
+from driftline.api.params import reject_unknown_params
 
 router = APIRouter(prefix="/api/v1", tags=["calls"])
 
@@ -46,7 +47,11 @@ def hex_id(value: str | None, size: int, name: str) -> str | None:
     return v
 
 
-@router.get("/calls", summary="List LLM call records, newest first")
+@router.get(
+    "/calls",
+    summary="List LLM call records, newest first",
+    dependencies=[Depends(reject_unknown_params)],
+)
 def list_calls(
     state: State,
     tenant: Tenant,
@@ -58,6 +63,11 @@ def list_calls(
     rollout: str | None = None,
     finish_reason: str | None = None,
     user: str | None = None,
+    session: str | None = None,
+    q: Annotated[
+        str | None,
+        Query(description="full-text search of the captured (redacted) text: every word"),
+    ] = None,
     has_feedback: bool | None = None,
     since: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
     until: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
@@ -73,6 +83,8 @@ def list_calls(
         rollout=rollout,
         finish_reason=finish_reason,
         user_id=user,
+        session_id=session,
+        q=q,
         has_feedback=has_feedback,
         since_unix_nano=parse_time(since, "since"),
         until_unix_nano=parse_time(until, "until"),

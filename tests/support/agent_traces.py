@@ -3,6 +3,7 @@ protobuf: ``invoke_agent`` -> (chat, execute_tool, chat), plus an orphan whose p
 
 from __future__ import annotations
 
+import random
 import time
 from typing import Any
 
@@ -12,6 +13,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from tests.conftest import wait_for
 
@@ -122,9 +124,26 @@ def orphan(provider: TracerProvider, t0: int) -> tuple[str, str]:
     return f"{trace_id:032x}", "00000000000000aa"
 
 
-def record(build: Any, service: str = "agent-svc") -> list[ReadableSpan]:
+class SeededIds(IdGenerator):
+    """Deterministic ids: the same seed re-creates the same trace (an OTLP retry / update)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def generate_span_id(self) -> int:
+        return self.rng.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return self.rng.getrandbits(128) or 1
+
+
+def record(build: Any, service: str = "agent-svc", seed: int | None = None) -> list[ReadableSpan]:
+    """Spans made by ``build(provider)`` (ids from ``seed`` when given)."""
     mem = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": service}),
+        id_generator=SeededIds(seed) if seed is not None else None,
+    )
     provider.add_span_processor(SimpleSpanProcessor(mem))
     build(provider)
     return list(mem.get_finished_spans())
