@@ -16,6 +16,7 @@ from sqlalchemy import Connection, and_, case, func, or_, select, tuple_
 from collector.store.models import LLMCall
 from collector.store.models.api import Feedback
 from collector.store.models.judges import JudgeResultRow
+from collector.store.models.scores import ExternalScore
 from collector.store.queries import MAX_PAGE, call_to_dict, encode_cursor, iso_from_unix_nano
 
 #: calls returned by :func:`get_session` at most (oldest first)
@@ -83,6 +84,22 @@ def _judge_scores(
     return out
 
 
+def _external_scores(
+    conn: Connection, tenant: str, session_ids: list[str]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{session_id: {name: {"n", "mean_value"}}}`` of scores sent from outside, by the
+    score's own ``session_id`` or its call's."""
+    x = ExternalScore.__table__
+    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for sid, name, n, mean in conn.execute(
+        select(x.c.session_id, x.c.name, func.count(), func.avg(x.c.value))
+        .where(x.c.tenant == tenant, x.c.session_id.in_(session_ids))
+        .group_by(x.c.session_id, x.c.name)
+    ):
+        out[sid][name] = {"n": int(n), "mean_value": float(mean) if mean is not None else None}
+    return out
+
+
 def list_sessions(
     conn: Connection,
     tenant: str,
@@ -99,7 +116,8 @@ def list_sessions(
     Each item: ``session_id``, ``calls``, ``traces``, ``users``, ``first_at`` / ``last_at``
     (ISO; plus ``*_unix_nano``), ``input_tokens``, ``output_tokens`` (tokens, None when all
     unknown), ``cost_usd`` (USD), ``errors``, ``feedback`` (``{kind: events}``) and
-    ``judge_scores`` (``{rubric: {"n", "mean_score"}}`` over successful judge results).
+    ``judge_scores`` (``{rubric: {"n", "mean_score"}}`` over successful judge results) and
+    ``external_scores`` (``{name: {"n", "mean_value"}}``, scores sent from outside).
     ``since`` / ``until`` select sessions whose last activity is in ``[since, until)``.
 
     Raises:
@@ -151,6 +169,7 @@ def list_sessions(
     ids = [r["session_id"] for r in rows]
     feedback = _feedback_counts(conn, tenant, ids) if ids else {}
     scores = _judge_scores(conn, tenant, ids) if ids else {}
+    external = _external_scores(conn, tenant, ids) if ids else {}
     items = []
     for r in rows:
         sid = r["session_id"]
@@ -170,6 +189,7 @@ def list_sessions(
                 "errors": int(r["errors"]),
                 "feedback": feedback.get(sid, {}),
                 "judge_scores": scores.get(sid, {}),
+                "external_scores": external.get(sid, {}),
             }
         )
     return items, next_cursor
