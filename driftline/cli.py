@@ -35,6 +35,7 @@ LAZY_COMMANDS: dict[str, str] = {
 #: command name -> "module:function" called with the loaded group to add commands to it.
 ATTACH: dict[str, str] = {
     "canary": "driftline.canary_client:attach",
+    "export": "driftline.exports:attach",
 }
 
 
