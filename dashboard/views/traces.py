@@ -11,8 +11,6 @@ from collector.store import traces
 from collector.store.trace_tree import walk
 from dashboard import data, ui
 
-ICONS = {"agent": "🤖", "tool": "🔧", "llm": "💬", "retrieval": "📚", "embedding": "🧮"}
-
 ctx = ui.page_context("Traces", "Newest first; durations ms, cost USD, tokens summed per subtree.")
 f = st.columns(5)
 service = f[0].text_input("Service", key="traces_service").strip() or None
@@ -90,7 +88,7 @@ for depth, n in nodes:
     call = n["call"]
     rows_out.append(
         {
-            "span": "\u2003" * depth + f"{ICONS.get(n['kind'], '·')} {n['label']}",
+            "span": "\u2003" * depth + ("└ " if depth else "") + n["label"],
             "kind": "missing" if n["missing"] else n["kind"],
             "start_ms": None if not n["start_unix_nano"] else (n["start_unix_nano"] - t0) / 1e6,
             "end_ms": None if not n["end_unix_nano"] else (n["end_unix_nano"] - t0) / 1e6,

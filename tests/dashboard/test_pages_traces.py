@@ -96,10 +96,10 @@ def test_traces_page_tree_and_link_to_call(store: str, monkeypatch: pytest.Monke
     at.text_input(key="traces_open").set_value(listing["trace_id"].iloc[2]).run()
     tree = at.dataframe[1].value
     assert [s.strip() for s in tree["span"]] == [
-        "🤖 agent: trip-planner",
-        "💬 chat gpt-4o-mini",
-        "🔧 tool: get_weather",
-        "💬 chat gpt-4o-mini",
+        "agent: trip-planner",
+        "└ chat gpt-4o-mini",
+        "└ tool: get_weather",
+        "└ chat gpt-4o-mini",
     ]
     assert tree["tokens"].iloc[0] == 77 and tree["call_id"].notna().sum() == 2
     assert [m.value for m in at.metric if m.label == "LLM calls"] == ["2"]
