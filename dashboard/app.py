@@ -26,6 +26,8 @@ PAGES: tuple[tuple[str, str, str], ...] = (
     ("canary.py", "Canary", ":material/call_split:"),
     ("alerts.py", "Alerts", ":material/notifications_active:"),
     ("calls.py", "Calls explorer", ":material/search:"),
+    ("traces.py", "Traces", ":material/account_tree:"),
+    ("sessions.py", "Sessions", ":material/forum:"),
 )
 
 

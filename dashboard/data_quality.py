@@ -309,8 +309,12 @@ def submit_review(
     score: int | None,
     comment: str | None,
     skip: bool,
+    corrected_output: str | None = None,
 ) -> Any:
-    """Store a label (or skip) through ``judges.review.submit_label``; clears cached reads."""
+    """Store a label (or skip) through ``judges.review.submit_label``; clears cached reads.
+
+    ``corrected_output``: the reviewer's rewritten answer (blank = none), for the flywheel.
+    """
     review = judges_review
     stored = review.submit_label(
         engine(database_url),
@@ -319,6 +323,9 @@ def submit_review(
         reviewer,
         score=score,
         comment=comment or None,
+        corrected_output=corrected_output
+        if corrected_output and corrected_output.strip()
+        else None,
         skip=skip,
     )
     st.cache_data.clear()

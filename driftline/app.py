@@ -32,6 +32,9 @@ from driftline.api import alerts as api_alerts
 from driftline.api import calls, errors, health, otlp, quality, rollouts, stats
 from driftline.api import drift as api_drift
 from driftline.api import feedback as api_feedback
+from driftline.api import scores as api_scores
+from driftline.api import sessions as api_sessions
+from driftline.api import traces as api_traces
 from driftline.api.deps import DEV_TENANT, AppState, principal_of
 from driftline.jobs import load_jobs
 
@@ -48,6 +51,9 @@ ROUTERS: list[APIRouter] = [
     rollouts.router,
     api_drift.router,
     api_alerts.router,
+    api_traces.router,
+    api_sessions.router,
+    api_scores.router,
 ]
 
 

@@ -33,6 +33,11 @@ LAZY_COMMANDS: dict[str, str] = {
     "alerts": "alerts.cli:alerts",
     "dashboard": "dashboard.cli:dashboard",
 }
+#: command name -> "module:function" called with the loaded group to add commands to it.
+ATTACH: dict[str, str] = {
+    "canary": "driftline.canary_client:attach",
+    "export": "driftline.exports:attach",
+}
 
 
 class LazyGroup(click.Group):
@@ -51,6 +56,9 @@ class LazyGroup(click.Group):
                     return None  # that part of driftline is not built/installed
                 raise
             cmd = getattr(module, attr, None)
+            if isinstance(cmd, click.Group) and cmd_name in ATTACH:
+                attach_mod, attach_fn = ATTACH[cmd_name].split(":")
+                getattr(importlib.import_module(attach_mod), attach_fn)(cmd)
             return cmd if isinstance(cmd, click.Command) else None
         return super().get_command(ctx, cmd_name)
 

@@ -101,6 +101,9 @@ def export() -> None:
 @click.option("--tenant", default="default", show_default=True)
 @click.option("--system-prompt", default=None, help="Prepended when a prompt has none.")
 @click.option("--no-redact", is_flag=True, help="Do not redact PII again on export.")
+@click.option(
+    "--include-approved", is_flag=True, help="Also answers reviewers approved as they are."
+)
 @click.option("--database-url", default=None, help="Overrides DRIFTLINE_DATABASE_URL.")
 def flywheel_cmd(
     since: str,
@@ -108,6 +111,7 @@ def flywheel_cmd(
     tenant: str,
     system_prompt: str | None,
     no_redact: bool,
+    include_approved: bool,
     database_url: str | None,
 ) -> None:
     """Write flagged calls with human corrections as chat fine-tuning JSONL."""
@@ -125,6 +129,7 @@ def flywheel_cmd(
             low_score_threshold=settings.low_score_threshold,
             system_prompt=system_prompt,
             redact=not no_redact,
+            include_approved=include_approved,
         )
     finally:
         engine.dispose()

@@ -9,7 +9,7 @@ tenant's capture policy; with ``redact=True`` (default) it is passed through
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, and_, exists, or_, select
@@ -19,6 +19,7 @@ from collector.store.models import LLMCall
 from collector.store.models.api import Feedback
 from collector.store.models.judges import HumanLabel, JudgeResultRow, ReviewItem
 from judges.flywheel import Correction, finetune_lines
+from judges.rubrics import Rubric, builtin_rubrics
 from judges.selection import FLAG_KINDS
 
 
@@ -37,11 +38,17 @@ def flagged_corrections(
     since_ns: int,
     low_score_threshold: float | None = 2.0,
     redact: bool = True,
+    include_approved: bool = False,
+    rubrics: Mapping[str, Rubric] | None = None,
 ) -> Iterator[Correction]:
     """Flagged calls of ``tenant`` started at or after ``since_ns`` with a human correction.
 
-    The latest correction per call wins. Raises ValueError naming ``since_ns`` when negative.
+    With ``include_approved``, also flagged calls a reviewer approved as they are: a label
+    without correction, not skipped, whose score is the top of the item's rubric scale
+    (``rubrics``: by name, default the shipped ones); they come with ``approved=True``.
+    The latest label per call wins. Raises ValueError naming ``since_ns`` when negative.
     """
+    known = dict(rubrics) if rubrics is not None else builtin_rubrics()
     if since_ns < 0:
         raise ValueError("since_ns must be >= 0")
     thumbs = exists().where(
@@ -66,6 +73,8 @@ def flagged_corrections(
             LLMCall.input_text,
             LLMCall.output_text,
             HumanLabel.corrected_output,
+            HumanLabel.score,
+            ReviewItem.rubric,
         )
         .join(
             ReviewItem,
@@ -80,7 +89,9 @@ def flagged_corrections(
             LLMCall.tenant == tenant,
             LLMCall.start_unix_nano >= since_ns,
             LLMCall.input_text.is_not(None),
-            HumanLabel.corrected_output.is_not(None),
+            or_(HumanLabel.corrected_output.is_not(None), HumanLabel.score.is_not(None))
+            if include_approved
+            else HumanLabel.corrected_output.is_not(None),
             HumanLabel.skipped.is_(False),
             or_(*conditions),
         )
@@ -93,15 +104,22 @@ def flagged_corrections(
                 continue
             seen.add(row.call_id)
             prompt, output, corrected = row.input_text, row.output_text, row.corrected_output
+            rubric = known.get(row.rubric)
+            approved = (
+                corrected is None and rubric is not None and row.score == max(rubric.scale.scores)
+            )
+            if corrected is None and not approved:
+                continue
             if redact:
                 prompt = redact_text(prompt).text or ""
                 output = redact_text(output).text if output is not None else None
-                corrected = redact_text(corrected).text
+                corrected = redact_text(corrected).text if corrected is not None else None
             yield Correction(
                 call_id=row.call_id,
                 prompt=prompt,
                 original_output=output,
                 corrected_output=corrected,
+                approved=approved,
             )
 
 
@@ -114,6 +132,7 @@ def export_flywheel(
     low_score_threshold: float | None = 2.0,
     system_prompt: str | None = None,
     redact: bool = True,
+    include_approved: bool = False,
 ) -> ExportReport:
     """Write the flywheel JSONL for ``tenant`` to path ``out`` (one chat example per line)."""
     items = list(
@@ -123,9 +142,10 @@ def export_flywheel(
             since_ns=since_ns,
             low_score_threshold=low_score_threshold,
             redact=redact,
+            include_approved=include_approved,
         )
     )
-    lines = finetune_lines(items, system_prompt=system_prompt)
+    lines = finetune_lines(items, system_prompt=system_prompt, include_approved=include_approved)
     with open(out, "w", encoding="utf-8") as fh:
         for line in lines:
             fh.write(line + "\n")

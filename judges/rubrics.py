@@ -15,7 +15,8 @@ File format (see ``judges/rubrics/*.toml``)::
     reference_answer = "..."      # optional, used when the caller passes none
 
     [scale]
-    kind = "likert"               # "likert" (scores 1..5) or "pass_fail" (0 = fail, 1 = pass)
+    kind = "likert"               # "likert" (1..5), "pass_fail" (0 = fail, 1 = pass) or
+                                  # "categorical" (labels, scores 0..n-1)
 
     [[scale.levels]]
     score = 1
@@ -57,11 +58,12 @@ class ScaleLevel(BaseModel):
 
 
 class RubricScale(BaseModel):
-    """A 1–5 Likert scale (five levels) or a pass/fail scale (0 = fail, 1 = pass)."""
+    """A 1–5 Likert scale (five levels), a pass/fail scale (0 = fail, 1 = pass), or a
+    categorical scale (two or more labels, scores 0..n-1 in the given order)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["likert", "pass_fail"]
+    kind: Literal["likert", "pass_fail", "categorical"]
     levels: tuple[ScaleLevel, ...]
 
     @field_validator("levels")
@@ -85,6 +87,10 @@ class RubricScale(BaseModel):
                         f"pass_fail score {level.score} must be labelled "
                         f"{_PASS_FAIL[level.score]!r}, got {level.label!r}"
                     )
+        if self.kind == "categorical" and scores != tuple(range(len(scores))):
+            raise ValueError(f"a categorical scale needs the scores 0..n-1, got {list(scores)}")
+        if self.kind == "categorical" and len(scores) < 2:
+            raise ValueError("a categorical scale needs at least two labels")
         labels = [level.label for level in self.levels]
         if len(set(labels)) != len(labels):
             raise ValueError(f"scale labels must be distinct, got {labels}")

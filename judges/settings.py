@@ -6,12 +6,16 @@ nothing reads the environment at import time. Durations are seconds, money USD.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from judges.errors import JudgeError
+from judges.errors import JudgeError, RubricError
+from judges.rubrics import Rubric
 from judges.sampling import DailyBudget, SamplingPolicy, StratumRate
 from judges.transport import JudgePrice
+from judges.user_rubrics import all_rubrics
 
 ENV_PREFIX = "DRIFTLINE_JUDGE_"
 
@@ -33,7 +37,12 @@ class JudgeSettings(BaseSettings):
         default=SecretStr("EMPTY"), description="Bearer key of the judge API."
     )
     model: str | None = Field(default=None, description="Judge model name sent to the endpoint.")
-    rubrics: tuple[str, ...] = Field(default=("helpfulness",), description="Shipped rubric names.")
+    rubrics: tuple[str, ...] = Field(
+        default=("helpfulness",), description="Rubric names (shipped or from rubric_dir)."
+    )
+    rubric_dir: Path | None = Field(
+        default=None, description="Folder of user rubrics (*.yaml, *.yml, *.toml)."
+    )
     base_rate: float = Field(default=0.05, ge=0.0, le=1.0, description="Share of calls judged.")
     strata: tuple[StratumRate, ...] = Field(default=(), description="JSON list of stratum rates.")
     candidate_rate: float | None = Field(
@@ -122,7 +131,25 @@ class JudgeSettings(BaseSettings):
                 f"DRIFTLINE_JUDGE_SAMPLE_TIMEOUT_S ({self.sample_timeout_s:g} s) must be below "
                 f"DRIFTLINE_JUDGE_LEASE_S ({self.lease_s:g} s): a sample must finish in its lease"
             )
+        known = self.all_rubrics()  # RubricError names a bad file of DRIFTLINE_JUDGE_RUBRIC_DIR
+        unknown = [r for r in self.rubrics if r not in known]
+        if unknown:
+            raise ValueError(
+                f"DRIFTLINE_JUDGE_RUBRICS names unknown rubrics {unknown}; known: {sorted(known)}"
+                + ("" if self.rubric_dir else " (set DRIFTLINE_JUDGE_RUBRIC_DIR for your own)")
+            )
         return self
+
+    def all_rubrics(self) -> dict[str, Rubric]:
+        """Shipped rubrics plus those of ``rubric_dir``, by name (RubricError on a bad file)."""
+        return all_rubrics(self.rubric_dir)
+
+    def rubric(self, name: str) -> Rubric:
+        """One rubric by name, shipped or from ``rubric_dir``; RubricError when unknown."""
+        known = self.all_rubrics()
+        if name not in known:
+            raise RubricError(f"unknown rubric {name!r}; known: {sorted(known)}")
+        return known[name]
 
     def sampling_policy(self) -> SamplingPolicy:
         """The judge sampling policy (flagged calls always judged)."""

@@ -29,7 +29,7 @@ from collector.store.models.judges import JudgeResultRow, JudgeSample
 from judges.claims import ClaimedSample, claim_samples, record_failure, record_result
 from judges.errors import JudgeError, JudgeUnavailableError
 from judges.pairwise_worker import judge_rollout_pairs
-from judges.rubrics import Rubric, builtin_rubric
+from judges.rubrics import Rubric
 from judges.runner import JudgeResult, judge_call
 from judges.selection import select_new_samples, utc_day_start
 from judges.settings import JudgeSettings
@@ -205,7 +205,7 @@ async def judge_pending(
         tasks = []
         for sample in batch:
             if sample.rubric not in rubrics:
-                rubrics[sample.rubric] = builtin_rubric(sample.rubric)
+                rubrics[sample.rubric] = settings.rubric(sample.rubric)
             tasks.append(
                 _judge_one(
                     client,

@@ -252,6 +252,13 @@ def gateway(seed: int | None, **overrides: Any) -> None:
 @click.option("--api-key", default=None)
 @click.option("--collector-url", default=None, help="Send simulated feedback here.")
 @click.option("--feedback-rate", type=float, default=0.0, show_default=True)
+@click.option(
+    "--agent-rate",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Share of requests sent as agent runs (invoke_agent: chat, tool, chat).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 def load(**kw: Any) -> None:
     """Replay a prompt set against the gateway (Poisson arrivals, users, sessions, topic shift)."""
@@ -283,6 +290,7 @@ def load(**kw: Any) -> None:
             api_key=kw["api_key"],
             collector_url=kw["collector_url"],
             feedback_rate=kw["feedback_rate"],
+            agent_rate=kw["agent_rate"],
         )
     except ValueError as exc:
         _die(exc)

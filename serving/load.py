@@ -22,6 +22,7 @@ import httpx
 import numpy as np
 import orjson
 
+from serving.agent_load import agent_run
 from serving.stream import SseSplitter, StreamAccumulator, event_data
 from serving.workload import PlannedRequest
 
@@ -43,6 +44,8 @@ class LoadOptions:
         collector_url: where simulated feedback goes (None: no feedback).
         feedback_rate: probability that a completed response gets feedback, in [0, 1].
         timeout_s: per-request timeout in seconds.
+        agent_rate: share of requests run as agent runs (invoke_agent → chat, execute_tool,
+            chat; :mod:`serving.agent_load`), in [0, 1]; needs ``collector_url``.
     """
 
     gateway_url: str
@@ -54,8 +57,11 @@ class LoadOptions:
     collector_url: str | None = None
     feedback_rate: float = 0.0
     timeout_s: float = 120.0
+    agent_rate: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.agent_rate <= 1.0:
+            raise ValueError(f"agent_rate: must be in [0, 1], got {self.agent_rate}")
         if self.concurrency < 1:
             raise ValueError(f"concurrency: must be >= 1, got {self.concurrency}")
         if not 0.0 <= self.feedback_rate <= 1.0:
@@ -122,20 +128,25 @@ class _Tally:
     fb_ok: int = 0
     fb_failed: int = 0
     e2e: list[float] = field(default_factory=list)
+    agent_runs: int = 0
 
 
 async def _send_one(
-    client: httpx.AsyncClient, req: PlannedRequest, opts: LoadOptions
+    client: httpx.AsyncClient,
+    req: PlannedRequest,
+    opts: LoadOptions,
+    prompt: str | None = None,
+    extra_headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], str, str | None]:
     """Returns ``(status, headers, text, response_id)``."""
     body: dict[str, Any] = {
         "model": opts.model,
-        "messages": [{"role": "user", "content": req.prompt.text}],
+        "messages": [{"role": "user", "content": prompt or req.prompt.text}],
         "max_tokens": opts.max_tokens,
         "user": req.user_id,
         "stream": opts.stream,
     }
-    headers = {"x-driftline-session": req.session_id}
+    headers = {"x-driftline-session": req.session_id, **(extra_headers or {})}
     if opts.api_key:
         headers["authorization"] = f"Bearer {opts.api_key}"
     url = f"{opts.gateway_url}/v1/chat/completions"
@@ -219,7 +230,17 @@ async def run_load(
             async with sem:
                 t0 = time.perf_counter()
                 try:
-                    status, headers, text, rid = await _send_one(client, req, opts)
+                    if opts.collector_url and opts.agent_rate and rng.random() < opts.agent_rate:
+                        (status, headers, text, rid), posted = await agent_run(
+                            client,
+                            req,
+                            opts.collector_url,
+                            lambda p, h: _send_one(client, req, opts, p, h),
+                        )
+                        tally.agent_runs += 1
+                        tally.errors["agent_spans_not_sent"] += not posted
+                    else:
+                        status, headers, text, rid = await _send_one(client, req, opts)
                 except httpx.HTTPError as exc:
                     tally.errors[type(exc).__name__] += 1
                     if on_done:
@@ -249,7 +270,7 @@ async def run_load(
         sent=len(plan),
         ok=tally.ok,
         rejected_429=tally.rejected,
-        errors=dict(tally.errors),
+        errors={k: v for k, v in tally.errors.items() if v},
         by_variant=dict(tally.variants),
         feedback_sent=tally.fb_ok,
         feedback_failed=tally.fb_failed,

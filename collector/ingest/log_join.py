@@ -31,11 +31,11 @@ from collector.ingest.normalize import extract
 from collector.ingest.prepare import Item
 from collector.ingest.writer import BatchWriter
 from collector.store import bulk
-from collector.store.models.logs import ExternalScore, GenAILogEvent
+from collector.store.models.logs import GenAILogEvent
 from collector.store.schema import SpanData
+from collector.store.scores import insert_scores
 
 LOG_EVENTS = cast(Table, GenAILogEvent.__table__)
-SCORES = cast(Table, ExternalScore.__table__)
 Key = tuple[str, str]
 
 
@@ -119,20 +119,22 @@ class LogJoiner:
                 (tenant, trace_id, span_id, _digest(trace_id, span_id, ev), stored, received)
             )
         scores = [
-            (
-                tenant,
-                _digest(e.trace_id, e.span_id, e.response_id, e.name, e.time_unix_nano),
-                e.trace_id,
-                e.span_id,
-                e.response_id,
-                e.name,
-                e.score_value,
-                e.score_label,
-                e.explanation,
-                e.attributes,
-                e.time_unix_nano,
-                received,
-            )
+            {
+                "score_id": _digest(e.trace_id, e.span_id, e.response_id, e.name, e.time_unix_nano),
+                "trace_id": e.trace_id,
+                "span_id": e.span_id,
+                "response_id": e.response_id,
+                "session_id": None,
+                "name": e.name,
+                "data_type": "numeric" if e.score_value is not None else "categorical",
+                "value": e.score_value,
+                "label": e.score_label,
+                "comment": e.explanation,
+                "source": "otel_event",
+                "evaluator": None,
+                "attributes": e.attributes,
+                "timestamp_unix_nano": e.time_unix_nano,
+            }
             for e in batch.evaluations
         ]
         keys = sorted({(r[1], r[2]) for r in rows})
@@ -142,7 +144,8 @@ class LogJoiner:
         try:
             with self._engine.begin() as conn:
                 bulk.upsert(conn, LOG_EVENTS, list({r[:4]: r for r in rows}.values()))
-                bulk.upsert(conn, SCORES, list({s[:2]: s for s in scores}.values()))
+                if scores:  # idempotent: a re-sent record keeps the stored score
+                    insert_scores(conn, tenant, scores)
                 spans = bulk.load_spans(conn, tenant, keys) if keys else {}
         except OperationalError as exc:
             raise StoreUnavailableError(f"the store is unavailable: {exc.orig}") from exc

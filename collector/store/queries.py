@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, and_, func, or_, select, tuple_
 
+from collector.store import search
 from collector.store.models import LLMCall, Span
 from collector.store.models.api import Feedback
 from collector.store.schema import CALL_COLUMNS
@@ -32,6 +33,9 @@ class CallFilter:
     rollout: str | None = None
     finish_reason: str | None = None
     user_id: str | None = None
+    session_id: str | None = None
+    #: full-text query over captured text (every word must occur; see collector.store.search)
+    q: str | None = None
     has_feedback: bool | None = None
     since_unix_nano: int | None = None
     until_unix_nano: int | None = None
@@ -81,7 +85,7 @@ def list_calls(
     """A page of calls, newest first, and the cursor of the next page (None at the end).
 
     Raises:
-        ValueError: bad cursor or limit.
+        ValueError: bad cursor, limit or search query.
     """
     if not 1 <= limit <= MAX_PAGE:
         raise ValueError(f"limit must be between 1 and {MAX_PAGE}")
@@ -96,6 +100,7 @@ def list_calls(
         (t.c.rollout, flt.rollout),
         (t.c.finish_reason, flt.finish_reason),
         (t.c.user_id, flt.user_id),
+        (t.c.session_id, flt.session_id),
     ):
         if value is not None:
             conds.append(col == value)
@@ -113,6 +118,8 @@ def list_calls(
             .exists()
         )
         conds.append(linked if flt.has_feedback else ~linked)
+    if flt.q is not None:
+        conds.append(search.match_condition(conn.dialect.name, flt.q))
     if flt.since_unix_nano is not None:
         conds.append(t.c.start_unix_nano >= flt.since_unix_nano)
     if flt.until_unix_nano is not None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
+from collector.store import exports, search
+from collector.store import queries as store_queries
 from dashboard import data, ui
 
 ctx = ui.page_context("Calls explorer", "Newest first; times UTC, latencies ms, cost USD.")
@@ -14,6 +18,17 @@ variant = f[1].text_input("Variant", key="calls_variant")
 service = f[2].text_input("Service", key="calls_service")
 trace = f[3].text_input("Trace id", key="calls_trace")
 limit = f[4].selectbox("Rows", [50, 200, 1000], key="calls_limit")
+g = st.columns([3, 2])
+query = g[0].text_input(
+    "Search prompts and answers", key="calls_q", placeholder="every word must occur"
+)
+session = g[1].text_input("Session", key="calls_session")
+if query.strip():
+    try:
+        search.words(query)
+    except ValueError as exc:
+        st.warning(str(exc))
+        st.stop()
 filters = tuple(
     sorted(
         (k, v.strip())
@@ -22,6 +37,8 @@ filters = tuple(
             ("variant", variant),
             ("service", service),
             ("trace_id", trace),
+            ("q", query),
+            ("session_id", session),
         )
         if v and v.strip()
     )
@@ -50,6 +67,23 @@ view = df[
 ].assign(ttft_ms=lambda d: d["ttft_s"] * 1000, e2e_ms=lambda d: d["e2e_s"] * 1000)
 view = view.drop(columns=["ttft_s", "e2e_s"])
 st.caption(f"{len(df)} calls shown")
+d = st.columns([1, 1, 4])
+fmt = d[0].selectbox("Export format", exports.FORMATS, key="calls_export_fmt")
+if d[1].button("Prepare export", key="calls_export"):
+    extra: dict[str, Any] = dict(filters)  # string-valued CallFilter fields
+    flt = store_queries.CallFilter(
+        since_unix_nano=ctx.since_ns, until_unix_nano=ctx.until_ns, **extra
+    )
+    pages = exports.iter_calls(data.engine(ctx.database_url), ctx.tenant, flt)
+    st.session_state["calls_export_blob"] = (fmt, exports.to_bytes(pages, "calls", fmt))
+blob = st.session_state.get("calls_export_blob")
+if blob is not None:
+    d[2].download_button(
+        f"Download calls.{blob[0]} ({len(blob[1]):,} bytes, every matching call)",
+        data=blob[1],
+        file_name=f"calls.{blob[0]}",
+        key="calls_download",
+    )
 event = ui.table(
     view,
     hide_index=True,

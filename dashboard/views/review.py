@@ -55,11 +55,24 @@ names = {int(lv.score): lv.label.replace("_", " ") for lv in levels}
 with st.expander(f"Rubric: {task.rubric.name} — {task.rubric.description}", expanded=False):
     st.markdown("\n".join(f"- **{lv.score}** {names[lv.score]}: {lv.description}" for lv in levels))
 comment = st.text_input("Comment (optional)", key=f"review_comment_{task.id}")
+corrected = st.text_area(
+    "Corrected answer (optional)",
+    key=f"review_corrected_{task.id}",
+    help="What the model should have answered; `driftline export flywheel` turns corrected "
+    "answers of flagged calls into fine-tuning examples.",
+)
 
 
 def _submit(score: int | None, skip: bool) -> None:
     stored = data_quality.submit_review(
-        ctx.database_url, ctx.tenant, task.id, reviewer, score=score, comment=comment, skip=skip
+        ctx.database_url,
+        ctx.tenant,
+        task.id,
+        reviewer,
+        score=score,
+        comment=comment,
+        skip=skip,
+        corrected_output=None if skip else corrected,
     )
     verdict = (
         []
@@ -70,6 +83,7 @@ def _submit(score: int | None, skip: bool) -> None:
         f"Item {task.id}: skipped"
         if skip
         else f"Item {task.id}: labelled {score} ({stored.label or names.get(score or 0, '')})"
+        + (" with a corrected answer" if corrected and corrected.strip() else "")
     )
     st.session_state["review_last"] = {"message": message, "judge": verdict}
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from collector.errors import BadRequestError, NotFoundError
 from collector.store import queries
 from collector.timeparse import parse_time_ns
 from driftline.api.deps import State, Tenant
+from driftline.api.params import reject_unknown_params
 
 router = APIRouter(prefix="/api/v1", tags=["calls"])
 
@@ -29,7 +30,7 @@ def parse_time(value: str | None, name: str) -> int | None:
         raise BadRequestError(str(exc)) from None
 
 
-def _hex(value: str | None, size: int, name: str) -> str | None:
+def hex_id(value: str | None, size: int, name: str) -> str | None:
     if value is None:
         return None
     v = value.strip().lower()
@@ -38,7 +39,11 @@ def _hex(value: str | None, size: int, name: str) -> str | None:
     return v
 
 
-@router.get("/calls", summary="List LLM call records, newest first")
+@router.get(
+    "/calls",
+    summary="List LLM call records, newest first",
+    dependencies=[Depends(reject_unknown_params)],
+)
 def list_calls(
     state: State,
     tenant: Tenant,
@@ -50,6 +55,11 @@ def list_calls(
     rollout: str | None = None,
     finish_reason: str | None = None,
     user: str | None = None,
+    session: str | None = None,
+    q: Annotated[
+        str | None,
+        Query(description="full-text search of the captured (redacted) text: every word"),
+    ] = None,
     has_feedback: bool | None = None,
     since: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
     until: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
@@ -57,14 +67,16 @@ def list_calls(
     cursor: str | None = None,
 ) -> dict[str, Any]:
     flt = queries.CallFilter(
-        trace_id=_hex(trace_id, 32, "trace_id"),
-        span_id=_hex(span_id, 16, "span_id"),
+        trace_id=hex_id(trace_id, 32, "trace_id"),
+        span_id=hex_id(span_id, 16, "span_id"),
         model=model,
         service=service,
         variant=variant,
         rollout=rollout,
         finish_reason=finish_reason,
         user_id=user,
+        session_id=session,
+        q=q,
         has_feedback=has_feedback,
         since_unix_nano=parse_time(since, "since"),
         until_unix_nano=parse_time(until, "until"),

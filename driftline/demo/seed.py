@@ -151,12 +151,15 @@ def _one_call(rng: np.random.Generator, start_ns: int, batch: Batch, shift: bool
         if model == "gpt-4o":
             ttft *= 1.4
         e2e = ttft + tpot * (out_tokens - 1)
+        user = f"user-{int(rng.integers(1, 80))}"
         attrs = {
             **common,
             "gen_ai.provider.name": "openai",
             "gen_ai.request.model": model,
             "gen_ai.response.model": f"{model}-2024-08-06" if model == "gpt-4o" else model,
-            "user.id": f"user-{int(rng.integers(1, 80))}",
+            "user.id": user,
+            # one conversation per user and hour (no extra random draw: the seed stays stable)
+            "gen_ai.conversation.id": f"{user}-h{start_ns // 3_600_000_000_000}",
             "error.type": error,
             **_messages(
                 prompt,

@@ -151,6 +151,8 @@ def start_load(
             cfg.collector_url,
             "--feedback-rate",
             "0.8",
+            "--agent-rate",
+            "0.1",
             # many users, each sticky to one arm: with few, the candidate's share of requests
             # is whatever share of those users hashes to it (50 users gave ~4 % at 10 %)
             "--users",

@@ -1,4 +1,4 @@
-"""logs: gen_ai content log records waiting for their span; external evaluation scores
+"""logs: gen_ai content log records waiting for their span (scores: external_scores, search_0002)
 
 Revision ID: logs_0001
 Revises: 0003
@@ -35,27 +35,8 @@ def upgrade() -> None:
     op.create_index(
         "ix_gen_ai_log_events_received", "gen_ai_log_events", ["tenant", "received_unix_nano"]
     )
-    op.create_table(
-        "external_scores",
-        sa.Column("tenant", sa.String(64), nullable=False),
-        sa.Column("record_key", sa.String(64), nullable=False),
-        sa.Column("trace_id", sa.String(32), nullable=True),
-        sa.Column("span_id", sa.String(16), nullable=True),
-        sa.Column("response_id", sa.Text(), nullable=True),
-        sa.Column("name", sa.Text(), nullable=False),
-        sa.Column("score_value", sa.Float(), nullable=True),
-        sa.Column("score_label", sa.Text(), nullable=True),
-        sa.Column("explanation", sa.Text(), nullable=True),
-        sa.Column("attributes", JSONType, nullable=False),
-        sa.Column("time_unix_nano", sa.BigInteger(), nullable=False),
-        sa.Column("received_unix_nano", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("tenant", "record_key", name="pk_external_scores"),
-    )
-    op.create_index("ix_external_scores_span", "external_scores", ["tenant", "trace_id", "span_id"])
 
 
 def downgrade() -> None:
-    op.drop_index("ix_external_scores_span", table_name="external_scores")
-    op.drop_table("external_scores")
     op.drop_index("ix_gen_ai_log_events_received", table_name="gen_ai_log_events")
     op.drop_table("gen_ai_log_events")

@@ -7,6 +7,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
 from collector.store import engine as store_engine
+from collector.store import search
 from collector.store.models import Base
 
 
@@ -16,7 +17,8 @@ def test_roundtrip_and_schema_matches_models(db_url: str) -> None:
     eng = store_engine.make_engine(db_url)
     try:
         with eng.connect() as conn:
-            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            opts = {"compare_type": True, "include_name": search.include_name}
+            ctx = MigrationContext.configure(conn, opts=opts)
             diff = compare_metadata(ctx, Base.metadata)
             assert diff == [], diff
     finally:

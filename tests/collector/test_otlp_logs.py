@@ -196,9 +196,9 @@ def test_operation_details_json_gzip_and_evaluation(client: TestClient) -> None:
     engine = client.app.state.driftline.engine  # type: ignore[attr-defined]
     with engine.connect() as conn:
         rows = conn.execute(
-            text("SELECT span_id, name, score_value, score_label FROM external_scores")
+            text("SELECT span_id, name, value, label, source FROM external_scores")
         ).all()
-    assert [tuple(r) for r in rows] == [(span_hex, "Relevance", 0.75, "relevant")]
+    assert [tuple(r) for r in rows] == [(span_hex, "Relevance", 0.75, "relevant", "otel_event")]
     metrics = client.get("/metrics").text
     assert 'driftline_log_records_total{kind="other",transport="http"} 1.0' in metrics
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Float, Index, String, Text
+from sqlalchemy import BigInteger, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from collector.store.models.base import Base
@@ -28,25 +28,3 @@ class GenAILogEvent(Base):
     received_unix_nano: Mapped[int] = mapped_column(BigInteger)
 
     __table_args__ = (Index("ix_gen_ai_log_events_received", "tenant", "received_unix_nano"),)
-
-
-class ExternalScore(Base):
-    """An evaluation result sent by an instrumentation (semconv ``gen_ai.evaluation.result``),
-    stored beside driftline's own judge results. ``score_value`` null = not sent (never 0)."""
-
-    __tablename__ = "external_scores"
-
-    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
-    record_key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    trace_id: Mapped[str | None] = mapped_column(String(32))
-    span_id: Mapped[str | None] = mapped_column(String(16))
-    response_id: Mapped[str | None] = mapped_column(Text)
-    name: Mapped[str] = mapped_column(Text)
-    score_value: Mapped[float | None] = mapped_column(Float)
-    score_label: Mapped[str | None] = mapped_column(Text)
-    explanation: Mapped[str | None] = mapped_column(Text)
-    attributes: Mapped[dict[str, Any]] = mapped_column(JSONType)
-    time_unix_nano: Mapped[int] = mapped_column(BigInteger)
-    received_unix_nano: Mapped[int] = mapped_column(BigInteger)
-
-    __table_args__ = (Index("ix_external_scores_span", "tenant", "trace_id", "span_id"),)

@@ -1,4 +1,5 @@
-"""Helpers shared by the tests: free ports, ASGI apps in a thread, polling.
+"""Helpers shared by the tests: free ports, ASGI apps in a thread, polling (here), agent-style
+traces (:mod:`tests.support.agent_traces`).
 
 One implementation each: :func:`free_port` is the demo's (``driftline.demo.processes``),
 :class:`ServerThread` the serving tier's (``serving.asgi_thread``).

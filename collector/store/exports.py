@@ -1,0 +1,188 @@
+"""Streamed exports of calls, traces and feedback as JSON Lines, CSV or Parquet.
+
+Rows are read page by page (the API's cursor pages for calls and traces, a server-side cursor
+for feedback), so memory stays bounded by one page whatever the export's size. The same
+writers serve ``driftline export`` and the dashboard's download button.
+
+Formats: ``jsonl`` (one JSON object per line, nested fields as JSON), ``csv`` (RFC 4180 via
+:mod:`csv`; lists and objects as JSON text; null as an empty cell), ``parquet`` (pyarrow, one
+row group per page; nested fields as JSON text; column types from the store's schema).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+from sqlalchemy import BigInteger, Engine, Float, Integer, select
+
+from collector.store import queries, traces
+from collector.store.models import LLMCall
+from collector.store.models.api import Feedback
+
+FORMATS = ("jsonl", "csv", "parquet")
+KINDS = ("calls", "traces", "feedback")
+PAGE = 1000
+
+
+def _arrow_type(col: Any) -> pa.DataType:
+    if isinstance(col.type, BigInteger | Integer):
+        return pa.int64()
+    if isinstance(col.type, Float):
+        return pa.float64()
+    return pa.string()
+
+
+def _schema(table: Any, extra: tuple[str, ...] = ()) -> pa.Schema:
+    fields = [pa.field(c.name, _arrow_type(c)) for c in table.columns]
+    return pa.schema(fields + [pa.field(e, pa.string()) for e in extra])
+
+
+TRACE_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("trace_id", pa.string()),
+    ("started_at", pa.string()),
+    ("start_unix_nano", pa.int64()),
+    ("duration_s", pa.float64()),
+    ("root_kind", pa.string()),
+    ("root_label", pa.string()),
+    ("services", pa.string()),
+    ("session_id", pa.string()),
+    ("user_id", pa.string()),
+    ("spans", pa.int64()),
+    ("llm_calls", pa.int64()),
+    ("input_tokens", pa.int64()),
+    ("output_tokens", pa.int64()),
+    ("cost_usd", pa.float64()),
+    ("errors", pa.int64()),
+    ("latency_s", pa.float64()),
+)
+SCHEMAS: dict[str, pa.Schema] = {
+    "calls": _schema(LLMCall.__table__, ("started_at", "ended_at")),
+    "traces": pa.schema([pa.field(n, t) for n, t in TRACE_FIELDS]),
+    "feedback": pa.schema(
+        [f for f in _schema(Feedback.__table__) if f.name not in ("received_at", "linked_at")]
+    ),
+}
+
+
+def iter_calls(
+    engine: Engine, tenant: str, flt: queries.CallFilter
+) -> Iterator[list[dict[str, Any]]]:
+    """Pages of call records (newest first) matching ``flt``."""
+    cursor = None
+    while True:
+        with engine.connect() as conn:
+            items, cursor = queries.list_calls(conn, tenant, flt, limit=PAGE, cursor=cursor)
+        if items:
+            yield items
+        if cursor is None:
+            return
+
+
+def iter_traces(
+    engine: Engine, tenant: str, flt: traces.TraceFilter
+) -> Iterator[list[dict[str, Any]]]:
+    """Pages of trace summaries (newest first), flattened (``root_kind``, ``root_label``)."""
+    cursor = None
+    while True:
+        with engine.connect() as conn:
+            items, cursor = traces.list_traces(conn, tenant, flt, limit=200, cursor=cursor)
+        page = []
+        for it in items:
+            root = it.pop("root") or {}
+            it["root_kind"], it["root_label"] = root.get("kind"), root.get("label")
+            page.append(it)
+        if page:
+            yield page
+        if cursor is None:
+            return
+
+
+def iter_feedback(
+    engine: Engine,
+    tenant: str,
+    *,
+    since_unix_nano: int | None = None,
+    until_unix_nano: int | None = None,
+) -> Iterator[list[dict[str, Any]]]:
+    """Pages of feedback events (oldest first), read with a server-side cursor."""
+    f = Feedback.__table__
+    cols = [c for c in f.columns if c.name not in ("received_at", "linked_at")]
+    q = select(*cols).where(f.c.tenant == tenant).order_by(f.c.timestamp_unix_nano, f.c.feedback_id)
+    if since_unix_nano is not None:
+        q = q.where(f.c.timestamp_unix_nano >= since_unix_nano)
+    if until_unix_nano is not None:
+        q = q.where(f.c.timestamp_unix_nano < until_unix_nano)
+    with engine.connect() as conn:
+        result = conn.execution_options(yield_per=PAGE).execute(q).mappings()
+        for part in result.partitions():
+            yield [dict(r) for r in part]
+
+
+def _flat(value: Any) -> Any:
+    return orjson.dumps(value).decode() if isinstance(value, dict | list | tuple) else value
+
+
+def write(
+    pages: Iterable[list[dict[str, Any]]],
+    kind: str,
+    fmt: str,
+    out: IO[bytes],
+    on_page: Callable[[int], None] | None = None,
+) -> int:
+    """Write ``pages`` of ``kind`` rows to the binary stream ``out``; returns rows written.
+
+    ``on_page(n)`` is called after each page (progress bars). Columns follow
+    :data:`SCHEMAS` ``[kind]`` for every format.
+
+    Raises:
+        ValueError: unknown ``kind`` or ``fmt``.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    schema = SCHEMAS[kind]
+    names = schema.names
+    total = 0
+    writer: Any = None
+    text: io.TextIOWrapper | None = None
+    if fmt == "parquet":
+        writer = pq.ParquetWriter(out, schema)
+    elif fmt == "csv":
+        text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
+        writer = csv.writer(text)
+        writer.writerow(names)
+    try:
+        for page in pages:
+            if fmt == "jsonl":
+                out.write(
+                    b"".join(orjson.dumps({k: r.get(k) for k in names}) + b"\n" for r in page)
+                )
+            elif fmt == "csv":
+                writer.writerows([[_flat(r.get(k)) for k in names] for r in page])
+            else:
+                cols = {k: [_flat(r.get(k)) for r in page] for k in names}
+                writer.write_table(pa.table(cols, schema=schema))
+            total += len(page)
+            if on_page is not None:
+                on_page(len(page))
+    finally:
+        if fmt == "parquet":
+            writer.close()
+        elif text is not None:
+            text.flush()
+            text.detach()
+    return total
+
+
+def to_bytes(pages: Iterable[list[dict[str, Any]]], kind: str, fmt: str) -> bytes:
+    """The whole export in memory (dashboard downloads)."""
+    buf = io.BytesIO()
+    write(pages, kind, fmt, buf)
+    return buf.getvalue()
