@@ -8,8 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from driftline.demo.api_client import Api, upsert_rules
 from driftline.demo.datadir import prepare_data_dir
-from driftline.demo.story import ALERT_RULES, Api, upsert_rules
+from driftline.demo.story import ALERT_RULES
 from tests.conftest import LiveCollector, free_port
 
 

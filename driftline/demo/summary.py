@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftline.demo.story import ROLLOUT_BAD, ROLLOUT_GOOD, Api
+from driftline.demo.api_client import Api
+from driftline.demo.story import ROLLOUT_BAD, ROLLOUT_GOOD
 
 
 def _fmt_s(value: float | None) -> str:
