@@ -49,6 +49,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.engine import Connection
 
 from alerts.rules import Sample, Series, ThresholdRule
+from collector.store.callstats import is_rate_limited
 from collector.store.models import LLMCall
 from collector.store.models.api import EngineSample, Feedback
 
@@ -87,7 +88,6 @@ _LATENCY: dict[str, Any] = {
     "server_e2e_s": LLMCall.server_e2e_s,
     "gateway_queue_s": LLMCall.gateway_queue_s,
 }
-_RATE_LIMITED = {"429", "rate_limit_exceeded", "too_many_requests", "ratelimiterror"}
 
 
 def _cols(mapping: dict[str, Any], keys: Iterable[str], what: str) -> list[tuple[str, Any]]:
@@ -97,14 +97,6 @@ def _cols(mapping: dict[str, Any], keys: Iterable[str], what: str) -> list[tuple
             raise ValueError(f"{what} key {k!r} is not one of {', '.join(sorted(mapping))}")
         out.append((k, mapping[k]))
     return out
-
-
-def is_rate_limited(error_type: str | None) -> bool:
-    """True when an ``error_type`` means HTTP 429 / a provider's rate limit."""
-    if not error_type:
-        return False
-    e = error_type.strip().lower()
-    return e in _RATE_LIMITED or "ratelimit" in e.replace("_", "").replace(" ", "")
 
 
 def _aggregate(rule: ThresholdRule, rows: Sequence[Sequence[Any]]) -> float | None:

@@ -15,20 +15,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-#: lower-cased ``error_type`` values meaning "refused for load" (HTTP 429, overload, a full
-#: queue; as ``collector.store.callstats.REJECTION_ERROR_TYPES``) plus the OpenAI / Anthropic
-#: SDK exception name and error code for HTTP 429.
-RATE_LIMIT_ERROR_TYPES = frozenset(
-    {"429", "rate_limited", "too_many_requests", "queue_full", "rejected", "overloaded"}
-    | {"ratelimiterror", "rate_limit_exceeded"}
-)
+from collector.store import callstats
 
 
 def is_rate_limited(error_type: pd.Series) -> pd.Series:
-    """Per call: True when its ``error_type`` means it was refused for load (HTTP 429)."""
-    return error_type.astype("object").map(
-        lambda v: isinstance(v, str) and v.lower() in RATE_LIMIT_ERROR_TYPES
-    )
+    """Per call: :func:`collector.store.callstats.is_rate_limited` of its ``error_type``."""
+    return error_type.astype("object").map(callstats.is_rate_limited)
 
 
 LATENCY_METRICS = ("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s", "e2e_s")

@@ -42,11 +42,20 @@ from typing import Any
 import duckdb
 
 GROUP_KEYS: tuple[str, ...] = ("model", "variant", "rollout", "service", "tenant", "bucket")
-#: lower-cased ``error.type`` values that mean the request was refused for load (HTTP 429,
-#: overload, a full queue), counted as rejections
+#: lower-cased ``error.type`` values that mean the request was refused for load (HTTP 429, a
+#: provider's rate limit, overload, a full queue): THE definition of "rate-limited", used by
+#: ``/api/v1/stats``, alert rules (``rejection_rate_429``) and the dashboard alike
 REJECTION_ERROR_TYPES: frozenset[str] = frozenset(
     {"429", "rate_limited", "too_many_requests", "queue_full", "rejected", "overloaded"}
+    | {"ratelimiterror", "rate_limit_exceeded"}
 )
+
+
+def is_rate_limited(error_type: str | None) -> bool:
+    """True when a call's ``error_type`` is one of :data:`REJECTION_ERROR_TYPES` (any case)."""
+    return isinstance(error_type, str) and error_type.strip().lower() in REJECTION_ERROR_TYPES
+
+
 LATENCY_FIELDS: tuple[str, ...] = (
     "ttft_s",
     "tpot_s",

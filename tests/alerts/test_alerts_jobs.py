@@ -21,9 +21,10 @@ from alerts.jobs import HealthWatcher, jobs
 from alerts.receivers import Receiver, StaticReceivers
 from alerts.rules import EventRule, Grouping, ThresholdRule
 from alerts.runtime import evaluate_tenant, tenants_to_evaluate
-from alerts.series import is_rate_limited, rule_series
+from alerts.series import rule_series
 from alerts.state import AlertStatus
 from collector.errors import ConfigError
+from collector.store.callstats import is_rate_limited
 from collector.store.events import emit_event
 from collector.store.models import LLMCall
 from collector.telemetry.metrics import IngestMetrics
