@@ -19,7 +19,6 @@ from alerts.receivers import (
     StaticReceivers,
     load_receivers,
 )
-from alerts.retry import RetryPolicy
 from alerts.rules import (
     AlertEvent,
     EventRule,
@@ -30,6 +29,7 @@ from alerts.rules import (
     parse_rule,
 )
 from alerts.state import AlertState, AlertStatus, fingerprint, step
+from collector.retry import RetryPolicy
 
 __all__ = [
     "AlertEvent",

@@ -14,9 +14,9 @@ from alerts.delivery import send_once
 from alerts.grouping import Notification, group_of
 from alerts.payloads import render
 from alerts.receivers import AlertSettings, load_receivers
-from alerts.retry import Outcome
 from alerts.state import AlertStatus, new_alert
 from collector.errors import ConfigError
+from collector.retry import Outcome
 from collector.settings import describe_validation_error
 
 

@@ -3,7 +3,7 @@
 One attempt = one signed ``POST`` of the stored body with the notification id as
 ``webhook-id`` and ``Idempotency-Key`` (same on every attempt), a fresh ``webhook-timestamp``
 and ``webhook-signature`` (Standard Webhooks). Outcomes and backoff follow
-:mod:`alerts.retry`. Time and sleeping are injected (``clock`` / ``sleep``) so tests of
+:mod:`collector.retry`. Time and sleeping are injected (``clock`` / ``sleep``) so tests of
 hour-long outages run in milliseconds; only the HTTP timeout runs on the real clock.
 
 Order: attempts run in parallel across groups, but the notifications of one (tenant, receiver,
@@ -37,7 +37,8 @@ from sqlalchemy import Engine
 
 from alerts import outbox
 from alerts.receivers import Receiver, ReceiverDirectory
-from alerts.retry import (
+from alerts.signing import signature_headers
+from collector.retry import (
     Outcome,
     RetryPolicy,
     backoff_delay,
@@ -45,7 +46,6 @@ from alerts.retry import (
     parse_retry_after,
     schedule_retry,
 )
-from alerts.signing import signature_headers
 
 log = logging.getLogger(__name__)
 USER_AGENT = "driftline-alerts/0.1"

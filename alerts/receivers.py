@@ -28,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from alerts.errors import ReceiverConfigError
-from alerts.retry import RetryPolicy
 from alerts.signing import secret_key
+from collector.retry import RetryPolicy
 
 ReceiverKind = Literal["alertmanager", "slack", "pagerduty", "generic"]
 

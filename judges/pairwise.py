@@ -14,10 +14,11 @@ from typing import Literal, cast
 
 import openai
 
+from collector.retry import RetryPolicy
 from judges.prompts import PairwiseVerdict, pairwise_messages, pairwise_schema
 from judges.rubrics import Rubric
 from judges.scoring import parse_verdict
-from judges.transport import JudgePrice, OutputMode, OutputModeChoice, RetryPolicy, complete
+from judges.transport import JudgePrice, OutputMode, OutputModeChoice, complete
 
 Preferred = Literal["baseline", "candidate", "tie"]
 Outcome = Literal["win", "tie", "loss"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from dataclasses import replace
 from typing import Any
 
 import openai
@@ -24,7 +25,7 @@ from judges.pairwise import PairwiseResult, judge_pair
 from judges.rubrics import builtin_rubric
 from judges.selection import ROLLOUTS_TABLE, insert_ignore
 from judges.settings import JudgeSettings
-from judges.transport import RetryPolicy
+from judges.transport import JUDGE_RETRY
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ async def judge_rollout_pairs(
                 candidate=pair.output_text,
                 price=settings.price(),
                 max_tokens=settings.max_tokens,
-                retry=RetryPolicy(timeout_s=settings.timeout_s),
+                retry=replace(JUDGE_RETRY, request_timeout_s=settings.timeout_s),
                 reasoning_max_chars=settings.reasoning_max_chars,
             )
             error = None

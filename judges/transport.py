@@ -7,7 +7,6 @@ never builds a client from the environment). The client's own retries are switch
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from collector.retry import RetryPolicy, parse_retry_after
 from judges.errors import JudgeParseError, JudgeRequestError, JudgeUnavailableError
 
 OutputMode = Literal["json_schema", "json_object", "text"]
@@ -24,28 +24,11 @@ OutputModeChoice = Literal["auto", "json_schema", "json_object", "text"]
 _FALLBACK: tuple[OutputMode, ...] = ("json_schema", "json_object", "text")
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Retries on 429, 5xx, timeouts and connection errors.
-
-    ``attempts``: total tries per request (>= 1). Wait before try k+1:
-    ``min(max_wait_s, initial_wait_s · 2^(k-1))`` seconds, or the server's ``Retry-After`` when
-    larger (still capped at ``max_wait_s``). ``timeout_s``: per-request timeout (seconds).
-    Deterministic (no jitter), so tests and replicas behave the same.
-    """
-
-    attempts: int = 5
-    initial_wait_s: float = 0.5
-    max_wait_s: float = 30.0
-    timeout_s: float = 60.0
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ValueError("attempts must be >= 1")
-        if self.initial_wait_s < 0 or self.max_wait_s < 0:
-            raise ValueError("initial_wait_s and max_wait_s must be >= 0")
-        if self.timeout_s <= 0:
-            raise ValueError("timeout_s must be > 0")
+#: the judge client's retries: 5 tries, 0.5 s doubling to at most 30 s (no jitter, so tests and
+#: replicas behave the same), 60 s per request; ``Retry-After`` raises the wait (capped)
+JUDGE_RETRY = RetryPolicy(
+    max_attempts=5, base_delay_s=0.5, max_delay_s=30.0, jitter=0.0, request_timeout_s=60.0
+)
 
 
 @dataclass(frozen=True)
@@ -99,14 +82,13 @@ def _is_transient(exc: BaseException) -> bool:
 
 def _waiter(policy: RetryPolicy) -> Any:
     def wait(state: RetryCallState) -> float:
-        backoff = policy.initial_wait_s * 2.0 ** (state.attempt_number - 1)
+        backoff = policy.base_delay_s * policy.multiplier ** (state.attempt_number - 1)
         exc = state.outcome.exception() if state.outcome is not None else None
         if isinstance(exc, openai.APIStatusError):
-            header = exc.response.headers.get("retry-after")
-            if header is not None:
-                with contextlib.suppress(ValueError):
-                    backoff = max(backoff, float(header))
-        return min(policy.max_wait_s, backoff)
+            after = parse_retry_after(exc.response.headers.get("retry-after"), time.time())
+            if after is not None:
+                backoff = max(backoff, after)
+        return min(policy.max_delay_s, backoff)
 
     return wait
 
@@ -161,14 +143,14 @@ async def complete(
     when the server rejects a request with 400/422 (when the error names logprobs, the same format
     is first retried without them). A fixed mode makes no fallback across formats.
 
-    Raises JudgeUnavailableError after ``retry.attempts`` transient failures (429/5xx/timeout/
+    Raises JudgeUnavailableError after ``retry.max_attempts`` transient failures (429/5xx/timeout/
     connection), JudgeRequestError for other refusals (401/403/404, or 400 on every format), and
     JudgeParseError when the answer is empty, truncated (finish_reason ``length``) or a refusal.
     """
-    policy = retry or RetryPolicy()
+    policy = retry or JUDGE_RETRY
     if top_logprobs < 1 or top_logprobs > 20:
         raise ValueError("top_logprobs must be in 1..20")
-    quiet = client.with_options(max_retries=0, timeout=policy.timeout_s)
+    quiet = client.with_options(max_retries=0, timeout=policy.request_timeout_s)
     plans = _plans(output_mode, logprobs)
     plan: tuple[OutputMode, bool] | None = plans[0]
     started = time.perf_counter()
@@ -187,7 +169,7 @@ async def complete(
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception(_is_transient),
-                stop=stop_after_attempt(policy.attempts),
+                stop=stop_after_attempt(policy.max_attempts),
                 wait=_waiter(policy),
                 reraise=True,
             ):
@@ -208,14 +190,15 @@ async def complete(
         except openai.APIStatusError as exc:
             if _is_transient(exc):
                 raise JudgeUnavailableError(
-                    f"judge {model!r} failed {policy.attempts} times, last HTTP {exc.status_code}"
+                    f"judge {model!r} failed {policy.max_attempts} times, "
+                    f"last HTTP {exc.status_code}"
                 ) from exc
             raise JudgeRequestError(
                 f"judge {model!r} refused the request: HTTP {exc.status_code}"
             ) from exc
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
             raise JudgeUnavailableError(
-                f"judge {model!r} unreachable after {policy.attempts} tries: {exc}"
+                f"judge {model!r} unreachable after {policy.max_attempts} tries: {exc}"
             ) from exc
         return _completion(response, mode, use_lp, latency, time.perf_counter() - started, requests)
     raise JudgeRequestError(f"judge {model!r}: no output mode left to try")

@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import openai
 from sqlalchemy import Engine, func, select, update
@@ -33,7 +33,7 @@ from judges.rubrics import Rubric
 from judges.runner import JudgeResult, judge_call
 from judges.selection import select_new_samples, utc_day_start
 from judges.settings import JudgeSettings
-from judges.transport import RetryPolicy
+from judges.transport import JUDGE_RETRY
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ async def _call(
         answer=sample.output_text,
         price=settings.price(),
         max_tokens=settings.max_tokens,
-        retry=RetryPolicy(timeout_s=settings.timeout_s),
+        retry=replace(JUDGE_RETRY, request_timeout_s=settings.timeout_s),
         reasoning_max_chars=settings.reasoning_max_chars,
     )
 

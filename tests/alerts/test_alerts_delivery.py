@@ -19,9 +19,9 @@ from alerts.delivery import DeliveryWorker
 from alerts.grouping import group_of
 from alerts.payloads import render
 from alerts.receivers import Receiver, ReceiverKind, StaticReceivers
-from alerts.retry import RetryPolicy
 from alerts.signing import generate_secret
 from alerts.state import AlertStatus, new_alert
+from collector.retry import RetryPolicy
 from collector.store.engine import make_engine
 from tests.alerts.conftest import FakeClock, ScriptedReceiver, Step
 

@@ -17,14 +17,6 @@ from alerts.evaluate import apply_events
 from alerts.grouping import GroupState, Matcher, Silence, group_of, plan_group
 from alerts.payloads import quote_meta, render
 from alerts.receivers import Receiver
-from alerts.retry import (
-    Outcome,
-    RetryPolicy,
-    backoff_delay,
-    classify,
-    parse_retry_after,
-    schedule_retry,
-)
 from alerts.rules import (
     AlertEvent,
     Breach,
@@ -44,6 +36,14 @@ from alerts.state import (
     fingerprint,
     new_alert,
     step,
+)
+from collector.retry import (
+    Outcome,
+    RetryPolicy,
+    backoff_delay,
+    classify,
+    parse_retry_after,
+    schedule_retry,
 )
 
 T0 = 1_800_000_000.0

@@ -18,9 +18,9 @@ from alerts.delivery import DeliveryWorker
 from alerts.evaluate import EvaluationResult, evaluate_rules
 from alerts.grouping import Matcher
 from alerts.receivers import Receiver, StaticReceivers
-from alerts.retry import RetryPolicy
 from alerts.rules import AlertEvent, EventRule, Grouping, Sample, Series, ThresholdRule
 from alerts.state import AlertStatus
+from collector.retry import RetryPolicy
 from collector.store.engine import downgrade, make_engine, upgrade
 from collector.store.models import Base
 from tests.alerts.conftest import FakeClock, ScriptedReceiver

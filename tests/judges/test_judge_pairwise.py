@@ -11,13 +11,16 @@ import openai
 import pytest
 from fake_judge_api import FakeJudgeServer, Reply, completion
 
+from collector.retry import RetryPolicy
 from judges.errors import JudgeParseError
 from judges.pairwise import PairwiseResult, judge_pair, resolve_pair
 from judges.rubrics import builtin_rubric
 from judges.semconv import evaluation_attributes
-from judges.transport import JudgePrice, RetryPolicy
+from judges.transport import JudgePrice
 
-FAST = RetryPolicy(attempts=2, initial_wait_s=0.01, max_wait_s=0.05, timeout_s=5.0)
+FAST = RetryPolicy(
+    max_attempts=2, base_delay_s=0.01, max_delay_s=0.05, jitter=0.0, request_timeout_s=5.0
+)
 GOOD = "Paris is the capital of France."
 BAD = "I think it might be Lyon."
 

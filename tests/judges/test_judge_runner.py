@@ -12,6 +12,7 @@ import openai
 import pytest
 from fake_judge_api import FakeJudgeServer, Reply, completion, error_body
 
+from collector.retry import RetryPolicy
 from judges.errors import (
     JudgeError,
     JudgeParseError,
@@ -21,10 +22,12 @@ from judges.errors import (
 from judges.rubrics import builtin_rubric
 from judges.runner import JudgeResult, judge_call
 from judges.semconv import evaluation_attributes
-from judges.transport import JudgePrice, RetryPolicy
+from judges.transport import JudgePrice
 
 T = TypeVar("T")
-FAST = RetryPolicy(attempts=3, initial_wait_s=0.01, max_wait_s=0.05, timeout_s=5.0)
+FAST = RetryPolicy(
+    max_attempts=3, base_delay_s=0.01, max_delay_s=0.05, jitter=0.0, request_timeout_s=5.0
+)
 VERDICT = json.dumps({"reasoning": "Answers the question directly and fully.", "score": 4})
 
 
@@ -176,13 +179,15 @@ def test_persistent_5xx_gives_up_after_the_policy_attempts(judge_server: FakeJud
     judge_server.handler = lambda body: Reply(500, error_body("boom"))
     with pytest.raises(JudgeUnavailableError, match="HTTP 500"):
         run(_judge(judge_server))
-    assert len(judge_server.requests) == FAST.attempts
+    assert len(judge_server.requests) == FAST.max_attempts
 
 
 def test_timeouts_are_retried(judge_server: FakeJudgeServer) -> None:
     replies = iter([Reply(body=completion(VERDICT), delay_s=1.0), Reply(body=completion(VERDICT))])
     judge_server.handler = lambda body: next(replies)
-    policy = RetryPolicy(attempts=2, initial_wait_s=0.01, max_wait_s=0.05, timeout_s=0.3)
+    policy = RetryPolicy(
+        max_attempts=2, base_delay_s=0.01, max_delay_s=0.05, jitter=0.0, request_timeout_s=0.3
+    )
     result = run(_judge(judge_server, retry=policy))
     assert result.attempts == 2
     assert result.discrete_score == 4
@@ -286,4 +291,4 @@ def test_bad_arguments_raise_value_error() -> None:
     with pytest.raises(ValueError, match="reference"):
         run(judge_call(client, model="m", rubric=strict, prompt="p", answer="a"))
     with pytest.raises(ValueError, match="attempts"):
-        RetryPolicy(attempts=0)
+        RetryPolicy(max_attempts=0)
