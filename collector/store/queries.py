@@ -16,7 +16,7 @@ from sqlalchemy import Connection, and_, func, or_, select, tuple_
 from collector.store import search
 from collector.store.models import LLMCall, Span
 from collector.store.models.api import Feedback
-from collector.store.schema import CALL_COLUMNS
+from collector.store.schema import CALL_COLUMNS, SPAN_API_COLUMNS
 
 MAX_PAGE = 1000
 
@@ -174,29 +174,7 @@ def get_call(conn: Connection, tenant: str, call_id: str) -> dict[str, Any] | No
         .where(s.c.tenant == tenant, s.c.trace_id == row["trace_id"], s.c.span_id.in_(span_ids))
         .order_by(s.c.start_unix_nano)
     ).mappings()
-    out["spans"] = [
-        {
-            k: sp[k]
-            for k in (
-                "trace_id",
-                "span_id",
-                "parent_span_id",
-                "name",
-                "kind",
-                "service_name",
-                "scope_name",
-                "start_unix_nano",
-                "end_unix_nano",
-                "status_code",
-                "status_message",
-                "attributes",
-                "resource_attributes",
-                "events",
-                "llm_role",
-            )
-        }
-        for sp in spans
-    ]
+    out["spans"] = [{k: sp[k] for k in SPAN_API_COLUMNS} for sp in spans]
     f = Feedback.__table__
     out["feedback"] = [
         {

@@ -14,6 +14,14 @@ from collector.store.models import LLMCall, Span
 
 #: ``spans`` columns in table order (the bulk writers' row tuples follow it).
 SPAN_COLUMNS: tuple[str, ...] = tuple(c.name for c in Span.__table__.columns)
+#: ``spans`` columns the REST API returns for a span (no tenant, links or receive time)
+SPAN_API_COLUMNS: tuple[str, ...] = tuple(
+    c for c in SPAN_COLUMNS if c not in ("tenant", "links", "scope_version", "received_unix_nano")
+)
+#: the lighter span shape of trace trees (no resource attributes or events)
+SPAN_TREE_COLUMNS: tuple[str, ...] = tuple(
+    c for c in SPAN_API_COLUMNS if c not in ("resource_attributes", "events")
+)
 #: ``llm_calls`` columns in table order; equal to the fields of ``CallRecord``.
 CALL_COLUMNS: tuple[str, ...] = tuple(c.name for c in LLMCall.__table__.columns)
 

@@ -16,24 +16,11 @@ from sqlalchemy import Connection, and_, case, func, select, tuple_
 
 from collector.store.models import LLMCall, Span
 from collector.store.queries import MAX_PAGE, call_to_dict, encode_cursor, iso_from_unix_nano
+from collector.store.schema import SPAN_TREE_COLUMNS
 from collector.store.trace_tree import build_tree
 
 STATUSES = ("ok", "error")
-_SPAN_COLS = (
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-    "name",
-    "kind",
-    "service_name",
-    "scope_name",
-    "start_unix_nano",
-    "end_unix_nano",
-    "status_code",
-    "status_message",
-    "attributes",
-    "llm_role",
-)
+_SPAN_COLS = SPAN_TREE_COLUMNS
 
 
 @dataclass(frozen=True, slots=True)
