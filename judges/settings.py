@@ -10,7 +10,9 @@ from pathlib import Path
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
+from collector.errors import ConfigError
 from judges.errors import JudgeError, RubricError
 from judges.rubrics import Rubric
 from judges.sampling import DailyBudget, SamplingPolicy, StratumRate
@@ -20,8 +22,10 @@ from judges.user_rubrics import all_rubrics
 ENV_PREFIX = "DRIFTLINE_JUDGE_"
 
 
-class JudgeConfigError(JudgeError):
-    """Invalid judge configuration; the message names the ``DRIFTLINE_JUDGE_*`` variable."""
+class JudgeConfigError(JudgeError, ConfigError):
+    """Invalid judge configuration; the message names the ``DRIFTLINE_JUDGE_*`` variable.
+
+    A :class:`~collector.errors.ConfigError` too, so the CLI prints it in one line (exit 2)."""
 
 
 class JudgeSettings(BaseSettings):
@@ -199,10 +203,16 @@ def load_judge_settings(**overrides: object) -> JudgeSettings:
     """
     try:
         return JudgeSettings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+    except RubricError as exc:  # a bad file of DRIFTLINE_JUDGE_RUBRIC_DIR, named in the message
+        raise JudgeConfigError(f"DRIFTLINE_JUDGE_RUBRIC_DIR: {exc}") from None
+    except SettingsError as exc:  # e.g. DRIFTLINE_JUDGE_RUBRICS=helpfulness (not JSON)
+        raise JudgeConfigError(
+            f'judge settings: {exc}; lists are JSON, e.g. \'["a", "b"]\''
+        ) from None
     except ValidationError as exc:
         parts = []
         for err in exc.errors():
             field = "_".join(str(p) for p in err["loc"]).upper()
             name = f"{ENV_PREFIX}{field}" if field else "judge settings"
-            parts.append(f"{name}: {err['msg']}")
+            parts.append(f"{name}: {err['msg'].removeprefix('Value error, ')}")
         raise JudgeConfigError("; ".join(parts)) from None

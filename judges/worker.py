@@ -27,7 +27,7 @@ from sqlalchemy import Engine, func, select, update
 
 from collector.store.models.judges import JudgeResultRow, JudgeSample
 from judges.claims import ClaimedSample, claim_samples, record_failure, record_result
-from judges.errors import JudgeError, JudgeUnavailableError
+from judges.errors import JudgeError, JudgeUnavailableError, RubricError
 from judges.pairwise_worker import judge_rollout_pairs
 from judges.rubrics import Rubric
 from judges.runner import JudgeResult, judge_call
@@ -205,7 +205,22 @@ async def judge_pending(
         tasks = []
         for sample in batch:
             if sample.rubric not in rubrics:
-                rubrics[sample.rubric] = settings.rubric(sample.rubric)
+                try:
+                    rubrics[sample.rubric] = settings.rubric(sample.rubric)
+                except RubricError as exc:  # e.g. its file left DRIFTLINE_JUDGE_RUBRIC_DIR
+                    status = await asyncio.to_thread(
+                        record_failure,
+                        engine,
+                        sample,
+                        exc,
+                        rubric_version="unknown",
+                        rubric_fingerprint="unknown",
+                        judge_model=model,
+                        max_attempts=settings.max_attempts,
+                        worker_id=worker_id,
+                    )
+                    failed += status == "failed"
+                    continue
             tasks.append(
                 _judge_one(
                     client,

@@ -33,7 +33,7 @@ from collector.ingest.writer import BatchWriter
 from collector.store import bulk
 from collector.store.models.logs import GenAILogEvent
 from collector.store.schema import SpanData
-from collector.store.scores import insert_scores
+from collector.store.scores import insert_scores, link
 
 LOG_EVENTS = cast(Table, GenAILogEvent.__table__)
 Key = tuple[str, str]
@@ -133,7 +133,7 @@ class LogJoiner:
                 "source": "otel_event",
                 "evaluator": None,
                 "attributes": e.attributes,
-                "timestamp_unix_nano": e.time_unix_nano,
+                "timestamp_unix_nano": e.time_unix_nano or received,
             }
             for e in batch.evaluations
         ]
@@ -145,7 +145,7 @@ class LogJoiner:
             with self._engine.begin() as conn:
                 bulk.upsert(conn, LOG_EVENTS, list({r[:4]: r for r in rows}.values()))
                 if scores:  # idempotent: a re-sent record keeps the stored score
-                    insert_scores(conn, tenant, scores)
+                    insert_scores(conn, tenant, [link(conn, tenant, s) for s in scores])
                 spans = bulk.load_spans(conn, tenant, keys) if keys else {}
         except OperationalError as exc:
             raise StoreUnavailableError(f"the store is unavailable: {exc.orig}") from exc

@@ -8,6 +8,8 @@ from sqlalchemy import Engine, delete, select, tuple_
 
 from collector.store.models import LLMCall, Span, Tenant
 from collector.store.models.api import Feedback
+from collector.store.models.logs import GenAILogEvent
+from collector.store.models.scores import ExternalScore
 
 NS_PER_DAY = 86_400 * 10**9
 
@@ -39,9 +41,11 @@ def _delete_batched(
 def apply_retention(
     engine: Engine, *, batch_size: int = 5000, now_ns: int | None = None
 ) -> dict[str, dict[str, int]]:
-    """Delete calls, spans and feedback older than each tenant's policy.
+    """Delete calls, spans, feedback, log content records and external scores older than each
+    tenant's policy.
 
-    Returns {tenant: {"llm_calls": n, "spans": n, "feedback": n}}. Pending feedback whose
+    Returns {tenant: {"llm_calls": n, "spans": n, "feedback": n, "gen_ai_log_events": n,
+    "external_scores": n}}. Pending feedback whose
     timestamp is older than the policy is deleted too (the retention period has ended).
     """
     now = now_ns if now_ns is not None else time.time_ns()
@@ -57,6 +61,12 @@ def apply_retention(
             "spans": _delete_batched(engine, Span, tenant, cutoff, "start_unix_nano", batch_size),
             "feedback": _delete_batched(
                 engine, Feedback, tenant, cutoff, "timestamp_unix_nano", batch_size
+            ),
+            "gen_ai_log_events": _delete_batched(
+                engine, GenAILogEvent, tenant, cutoff, "received_unix_nano", batch_size
+            ),
+            "external_scores": _delete_batched(
+                engine, ExternalScore, tenant, cutoff, "timestamp_unix_nano", batch_size
             ),
         }
     return out

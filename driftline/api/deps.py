@@ -59,11 +59,16 @@ def get_principal(request: Request) -> Principal:
     return principal_of(get_state(request), request.headers.get("authorization"))
 
 
-def _tenant_with(permission: str) -> Callable[[Request], str]:
+def _tenant_with(permission: str, *, gateway: bool = True) -> Callable[[Request], str]:
     def dependency(request: Request) -> str:
         principal = get_principal(request)
         if not principal.allows(permission):
             raise ForbiddenError(f"this API key (role {principal.role}) may not {permission}")
+        if not gateway and principal.role == "gateway":
+            raise ForbiddenError(
+                "a gateway key sends spans only (POST /v1/traces); send logs, scores and "
+                "feedback with the tenant's own ingest key"
+            )
         return principal.tenant
 
     dependency.__name__ = f"tenant_with_{permission}"
@@ -74,8 +79,9 @@ State = Annotated[AppState, Depends(get_state)]
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 #: tenant of a caller allowed to read (GET routes)
 ReadTenant = Annotated[str, Depends(_tenant_with("read"))]
-#: tenant of a caller allowed to send telemetry and feedback
-IngestTenant = Annotated[str, Depends(_tenant_with("ingest"))]
+#: tenant of a caller allowed to send logs, scores and feedback (a gateway key may not: its
+#: requests speak for several tenants, and only spans carry the tenant it speaks for)
+IngestTenant = Annotated[str, Depends(_tenant_with("ingest", gateway=False))]
 #: tenant of a caller allowed to label review samples
 ReviewTenant = Annotated[str, Depends(_tenant_with("review"))]
 #: tenant of an admin (rollout changes, receivers, keys)
