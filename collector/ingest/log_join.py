@@ -98,9 +98,8 @@ class LogJoiner:
                 continue
             span = overlay(it.span, found[key])
             red = it.extract.redactions if it.extract is not None else None
-            out.append(
-                Item(span, extract(span, max_text_chars=self._max_text_chars, redactions=red))
-            )
+            ex = extract(span, max_text_chars=self._max_text_chars, redactions=red)
+            out.append(replace(it, span=span, extract=ex))
         return out
 
     def ingest(self, tenant: str, batch: LogBatch, mode: str, writer: BatchWriter) -> Future[int]:
@@ -151,7 +150,10 @@ class LogJoiner:
             raise StoreUnavailableError(f"the store is unavailable: {exc.orig}") from exc
         except DBAPIError as exc:
             raise BadRequestError(f"the log records could not be stored: {exc.orig}") from exc
-        items = [Item(s, extract(s, max_text_chars=self._max_text_chars)) for s in spans.values()]
+        items = [
+            Item(s, extract(s, max_text_chars=self._max_text_chars), rewrite=True)
+            for s in spans.values()
+        ]
         return writer.submit(tenant, [i for i in items if i.extract is not None])
 
 

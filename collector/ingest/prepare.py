@@ -21,11 +21,14 @@ __all__ = ["Item", "prepare", "prepare_by_tenant"]
 class Item:
     """A decoded span and its LLM-call facts (None when it is not an LLM call); ``tenant``
     overrides the tenant of the request it came in (a gateway key's span, see
-    :func:`collector.auth.span_tenant`); None: the request's tenant."""
+    :func:`collector.auth.span_tenant`); None: the request's tenant. ``rewrite``: a stored span
+    written again (e.g. with log content that arrived after it), so its call is not new and the
+    per-call metrics do not count it twice."""
 
     span: SpanData
     extract: Extract | None
     tenant: str | None = None
+    rewrite: bool = False
 
 
 def prepare(

@@ -126,7 +126,12 @@ def _write_tenants(
         finals = {(c.trace_id, c.span_id): finalize(c, tenant=tenant, prices=prices) for c in calls}
         bulk.upsert(conn, bulk.CALLS, [_call_row(r) for r in finals.values()])
         bulk.delete_calls(conn, tenant, [k for k in deletes if k not in finals])
-        written[tenant] = [r for k, r in finals.items() if k not in updated]
+        rw = {(it.span.trace_id, it.span.span_id) for it in items if it.rewrite}
+        written[tenant] = [
+            r
+            for k, r in finals.items()
+            if k not in updated and k not in rw and (r.trace_id, r.engine_span_id) not in rw
+        ]
     return written
 
 

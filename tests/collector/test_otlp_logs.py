@@ -224,3 +224,18 @@ def test_bad_logs_requests_are_4xx_never_5xx(client: TestClient) -> None:
     bad_id = LogRecord(event_name="gen_ai.choice", trace_id=b"\x01" * 3, span_id=b"\x01" * 8)
     r = client.post("/v1/logs", content=logs_request(bad_id, *LEGACY), headers=PB)
     assert ExportLogsServiceResponse.FromString(r.content).partial_success.rejected_log_records == 1
+
+
+def test_late_logs_do_not_count_a_call_twice_in_metrics(client: TestClient) -> None:
+    def e2e_count() -> float:
+        for line in client.get("/metrics").text.splitlines():
+            if line.startswith("driftline_e2e_seconds_count"):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    assert client.post("/v1/traces", content=pb_request(1), headers=PB).status_code == 200
+    before = e2e_count()
+    assert before >= 1
+    assert client.post("/v1/logs", content=logs_request(*LEGACY), headers=PB).status_code == 200
+    assert call(client, 1)["output_text"] == "Paris."  # the late content joined the call
+    assert e2e_count() == before
