@@ -123,7 +123,7 @@ with tabs[1]:
         .encode(
             x=alt.X("start_ms:Q", title="ms since trace start"),
             x2="end_ms:Q",
-            y=alt.Y("span:N", sort=alt.SortField("order"), title=None),
+            y=alt.Y("span:N", sort=alt.SortField("order"), title="span (indented by depth)"),
             color=alt.Color("kind:N"),
             tooltip=["span", "duration_ms", "status", "tokens", "cost_usd", "call_id"],
         )
