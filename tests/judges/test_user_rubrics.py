@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from judges.errors import RubricError
 from judges.prompts import pointwise_messages
 from judges.rubrics import builtin_rubric
 from judges.score_configs import config_of_rubric, resolve
@@ -88,9 +87,11 @@ def test_unknown_rubric_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> N
 )
 def test_bad_rubric_file_is_named(tmp_path: Path, name: str, text: str, needle: str) -> None:
     (tmp_path / name).write_text(text)
-    with pytest.raises(RubricError, match=needle) as info:
+    # a configuration error (one line from the CLI, exit 2) naming the variable and the file
+    with pytest.raises(JudgeConfigError, match=needle) as info:
         load_judge_settings(rubric_dir=tmp_path)
     assert str(tmp_path / name) in str(info.value)
+    assert str(info.value).startswith("DRIFTLINE_JUDGE_RUBRIC_DIR: ")
 
 
 def test_score_configs() -> None:
