@@ -2,7 +2,8 @@
 
 PostgreSQL: the test machine runs it on 127.0.0.1:5432 (trust auth). Each test that asks for
 it gets a fresh database, dropped afterwards. Set DRIFTLINE_TEST_PG_ADMIN_URL to point
-elsewhere.
+elsewhere. Stores are copies of one migrated template per session (SQLite file, PostgreSQL
+``CREATE DATABASE ... TEMPLATE``): migrating each test's store cost ~1 s a test.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from collector.settings import Settings
+from collector.store.engine import upgrade
 from driftline.app import create_app
 from tests.support import free_port, wait_for  # noqa: F401 (re-exported to tests)
 
@@ -72,19 +74,49 @@ def pg_admin_url() -> str:
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
+    """A SQLite URL in the test's folder; no file yet (the code under test creates it)."""
     return f"sqlite:///{tmp_path}/driftline.db"
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test."""
-    name = f"driftline_t_{uuid.uuid4().hex[:12]}"
+@pytest.fixture(scope="session")
+def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One SQLite file migrated to every head, copied for each test that needs a store
+    (running the migrations takes ~1 s per test; a copy takes a millisecond)."""
+    path = tmp_path_factory.mktemp("template") / "driftline.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def _pg_template() -> Iterator[str]:
+    """One PostgreSQL database migrated to every head, the template of each test's database."""
+    name = f"driftline_tmpl_{uuid.uuid4().hex[:12]}"
     admin = pg_admin_url()
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    base = admin.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
     try:
-        yield f"{base}/{name}"
+        upgrade(_pg_url_of(name))
+        yield name
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _pg_url_of(name: str) -> str:
+    base = pg_admin_url().rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    return f"{base}/{name}"
+
+
+@pytest.fixture
+def pg_url(_pg_template: str) -> Iterator[str]:
+    """A fresh PostgreSQL database for one test, already migrated to every head (a copy of
+    the session's template; tests/collector/test_migrations.py runs base -> head itself)."""
+    name = f"driftline_t_{uuid.uuid4().hex[:12]}"
+    admin = pg_admin_url()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{_pg_template}"')
+    try:
+        yield _pg_url_of(name)
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -92,8 +124,11 @@ def pg_url() -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Parametrised: the same test on SQLite and on PostgreSQL."""
+    """Parametrised: the same test on SQLite and on PostgreSQL, each a fresh store migrated to
+    every head."""
     if request.param == "sqlite":
+        template: Path = request.getfixturevalue("_sqlite_template")
+        shutil.copyfile(template, tmp_path / "driftline.db")
         return f"sqlite:///{tmp_path}/driftline.db"
     url: str = request.getfixturevalue("pg_url")
     return url

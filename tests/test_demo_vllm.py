@@ -39,8 +39,10 @@ def test_demo_headless_on_real_vllm(tmp_path: Path) -> None:
         "driftline.cli",
         "demo",
         "--headless",
+        # a cap, as issue 17 asks of a machine without AVX-512: the headless demo ends the
+        # traffic early once the canary decided and drift flagged (~4 min on AVX-512)
         "--duration",
-        "240",
+        "600",
         "--data-dir",
         str(data),
     ]
@@ -72,8 +74,9 @@ def test_demo_headless_on_real_vllm(tmp_path: Path) -> None:
     # whichever way the statistics went
     assert set(summary["rollouts"]) == {"support-assistant", "support-assistant-v2"}
     assert "canary support-assistant-v2 (candidate-good):" in out.stdout
-    alerts = [
-        json.loads(line) for line in (data / "logs" / "alerts.jsonl").read_text().splitlines()
-    ]
+    alerts_log = data / "logs" / "alerts.jsonl"
+    # no alert at all: the story decided nothing within the cap; the summary says why
+    assert alerts_log.exists(), out.stdout[-4000:]
+    alerts = [json.loads(line) for line in alerts_log.read_text().splitlines()]
     assert any(a["signature_valid"] for a in alerts), alerts
     assert summary["alerts_valid"] >= 1

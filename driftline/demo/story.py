@@ -65,6 +65,12 @@ GOOD_LOAD_SHARE = 0.4
 PROGRESS_EVERY_S = 15.0
 #: seconds between the end of the traffic and the summary (spans, decisions and alerts land)
 DRAIN_S = 15.0
+#: seconds into the traffic when the topic mix shifts (at most half-way through ``--duration``):
+#: fixed, so a long cap (``--duration 600``) does not push the shift, and the drift flag, late
+SHIFT_AFTER_S = 120.0
+#: headless: once the canary decided and drift flagged, seconds the A/B rollout may still take
+#: before the traffic ends (it needs more votes; a slow machine would otherwise run to the cap)
+AB_GRACE_S = 60.0
 
 
 @dataclass
@@ -123,8 +129,12 @@ def start_load(
     seconds: float,
     env: dict[str, str],
     rate: float,
+    shift_after_s: float = SHIFT_AFTER_S,
 ) -> None:
+    """Start a load generator on ``rollout`` for ``seconds`` at ``rate`` requests/s whose topic
+    mix shifts ``shift_after_s`` seconds in (at most half-way)."""
     requests = max(20, int(rate * seconds))
+    shift_at = min(0.5, max(0.01, shift_after_s / seconds))  # workload.py: in (0, 1)
     procs.start(
         name,
         _cli(
@@ -144,7 +154,7 @@ def start_load(
             "--shift-to",
             SHIFT,
             "--shift-at",
-            "0.5",
+            f"{shift_at:.3f}",
             "--max-tokens",
             str(cfg.max_tokens),
             "--collector-url",
@@ -313,14 +323,15 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
             )
         total = cfg.duration_s or 3600.0
         _step(
-            f"traffic: ~{cfg.rate:.2f} req/s through the gateway, topic shift half-way "
-            f"({MIX} → {SHIFT}), simulated feedback"
+            f"traffic: ~{cfg.rate:.2f} req/s through the gateway, topic shift after "
+            f"{min(SHIFT_AFTER_S, total / 2):.0f} s ({MIX} → {SHIFT}), simulated feedback"
         )
         start_load(procs, cfg, "load-1", ROLLOUT_BAD, total, env, cfg.rate * (1 - GOOD_LOAD_SHARE))
         second_started = False
         started = time.monotonic()
         deadline = started + total
         last_line = 0.0
+        settled_at: float | None = None  # when the canary had decided and drift had flagged
         while time.monotonic() < deadline:
             time.sleep(5)
             procs.check()
@@ -330,9 +341,16 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
                 last_line = time.monotonic()
             decided = snap["rollouts"].get(ROLLOUT_BAD, {}).get("status") not in (None, "running")
             if cfg.headless and second_started and decided and snap["drift_flags"]:
+                settled_at = settled_at or time.monotonic()
                 others = [v["status"] for v in snap["rollouts"].values()]
                 if "running" not in others:
                     _step("both rollouts decided and drift flagged: ending the traffic early")
+                    break
+                if time.monotonic() - settled_at >= AB_GRACE_S:
+                    _step(
+                        f"the canary decided and drift flagged {AB_GRACE_S:g} s ago; the A/B "
+                        "rollout is still gathering votes: ending the traffic early"
+                    )
                     break
             if not second_started and (decided or time.monotonic() > started + GOOD_START_S):
                 body = rollout_body(ROLLOUT_GOOD, "candidate-good", GOOD_STEPS)
@@ -347,6 +365,7 @@ def run_story(cfg: DemoConfig) -> dict[str, Any]:
                         max(30.0, deadline - time.monotonic()),
                         env,
                         cfg.rate * GOOD_LOAD_SHARE,
+                        shift_after_s=SHIFT_AFTER_S - (time.monotonic() - started),
                     )
                 else:
                     _step(f"creating rollout {ROLLOUT_GOOD} failed: {r.text}")

@@ -3,10 +3,9 @@ HTTP receiver on 127.0.0.1 standing in for on-call webhooks."""
 
 from __future__ import annotations
 
-import contextlib
+import shutil
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,12 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
-from collector.store.engine import downgrade, make_engine, upgrade
+from collector.store.engine import make_engine
 from tests.support import free_port
-
-PG_BASE = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 class FakeClock:
@@ -144,39 +141,19 @@ def receiver_server(clock: FakeClock) -> Iterator[ScriptedReceiver]:
 
 
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'alerts.db'}"
-    upgrade(url)
-    yield url
-
-
-@contextlib.contextmanager
-def pg_schema_url() -> Iterator[str]:
-    """A fresh PostgreSQL schema migrated to every head, dropped afterwards."""
-    schema = "alerts_" + uuid.uuid4().hex[:12]
-    admin = make_engine(PG_BASE)
-    try:
-        with admin.begin() as c:
-            c.execute(text(f'CREATE SCHEMA "{schema}"'))
-        url = f"{PG_BASE}?options=-csearch_path%3D{schema}"
-        upgrade(url)
-        yield url
-    finally:
-        with admin.begin() as c:
-            c.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
+def sqlite_url(tmp_path: Path, _sqlite_template: Path) -> Iterator[str]:
+    """A SQLite store migrated to every head (a copy of the session's template)."""
+    shutil.copyfile(_sqlite_template, tmp_path / "alerts.db")
+    yield f"sqlite:///{tmp_path / 'alerts.db'}"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The same test on SQLite and PostgreSQL, each a fresh store migrated to every head."""
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'alerts.db'}"
-        upgrade(url)
-        yield url
-        downgrade(url, "base")
+        yield request.getfixturevalue("sqlite_url")
     else:
-        with pg_schema_url() as url:
-            yield url
+        yield request.getfixturevalue("pg_url")
 
 
 @pytest.fixture
