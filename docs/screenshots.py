@@ -25,7 +25,7 @@ from driftline.demo.processes import free_port  # noqa: E402
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--database-url", required=True)
-    ap.add_argument("--page", action="append", required=True, help="FILE.py=OUT.png")
+    ap.add_argument("--page", action="append", required=True, help="FILE.py[?QUERY]=OUT.png")
     ap.add_argument("--window", default="1400,1000", help="width,height in pixels")
     args = ap.parse_args()
     from selenium.webdriver.common.by import By
@@ -34,9 +34,10 @@ def main() -> int:
     failed = 0
     with serve(args.database_url, free_port()) as base, browser(args.window) as b:
         for spec in args.page:
-            file, out = spec.split("=", 1)
+            file, out = spec.rsplit("=", 1)
+            file, _, query = file.partition("?")  # e.g. traces.py?trace_id=...
             path = "" if file == PAGES[0][0] else file.removesuffix(".py")
-            b.get(f"{base}/{path}")
+            b.get(f"{base}/{path}" + (f"?{query}" if query else ""))
             wait_rendered(b, titles[file], timeout_s=90, settle_s=2.0)
             boxes = b.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
             Path(out).parent.mkdir(parents=True, exist_ok=True)

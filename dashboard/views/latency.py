@@ -98,7 +98,7 @@ else:
     else:
         for p in ("p50", "p95", "p99"):
             table[p] = table[p].map(lambda v: ui.fmt(v, "ms"))
-        st.dataframe(table, hide_index=True, width="stretch")
+        ui.table(table, hide_index=True, width="stretch")
     st.caption(
         "Caller: measured by the gateway or SDK (includes network and gateway queue). Engine: "
         "vLLM's own gen_ai.latency.* of the same request, kept next to it when the two spans "

@@ -44,7 +44,7 @@ listing = pd.DataFrame(
         for s in items
     ]
 )
-event = st.dataframe(
+event = ui.table(
     listing,
     hide_index=True,
     on_select="rerun",

@@ -50,7 +50,7 @@ listing = pd.DataFrame(
         for t in items
     ]
 )
-event = st.dataframe(
+event = ui.table(
     listing,
     hide_index=True,
     on_select="rerun",
@@ -62,7 +62,9 @@ event = st.dataframe(
     },
 )
 rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
-default_id = listing.iloc[rows[0]]["trace_id"] if rows else listing.iloc[0]["trace_id"]
+# a deep link (``traces?trace_id=...``, e.g. from the calls explorer) opens that trace
+linked = str(st.query_params.get("trace_id") or "").strip().lower()
+default_id = listing.iloc[rows[0]]["trace_id"] if rows else linked or listing.iloc[0]["trace_id"]
 trace_id = st.text_input("Open trace", value=default_id, key="traces_open").strip().lower()
 with data.engine(ctx.database_url).connect() as conn:
     tree = traces.get_trace(conn, ctx.tenant, trace_id)
@@ -104,7 +106,7 @@ for depth, n in nodes:
 tree_df = pd.DataFrame(rows_out)
 tabs = st.tabs(["Tree", "Waterfall"])
 with tabs[0]:
-    st.dataframe(
+    ui.table(
         tree_df.drop(columns=["end_ms"]),
         hide_index=True,
         key="traces_tree",

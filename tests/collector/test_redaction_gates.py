@@ -74,7 +74,7 @@ def key_value_possible_reference(low: str) -> bool:
     return False
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(TEXTS)
 def test_gates_equal_their_definitions(text: str) -> None:
     low = text.lower()
