@@ -10,8 +10,13 @@ detection_samples_ratio <= 2 on regression; PPI coverage >= 0.89 at nominal 0.90
     python benchmarks/canary_calibration.py                   # 200 runs per cell (long)
     python benchmarks/canary_calibration.py --runs 40 --shares 0.05 --metrics mean,proportion
 
+    python benchmarks/canary_calibration.py --runs 0 --ppi-runs 1000   # the PPI figures only
+
 Prints ``RESULT <scenario>.<metric>.share<S>.<rate>=<value>`` lines, then
-``RESULT ppi_coverage_late_flags=<c>`` and ``RESULT ppi_coverage_late_flags_stale_pi=<c>``.
+``RESULT ppi_coverage_late_flags=<c>`` (half of the flags late, pi recomputed),
+``RESULT ppi_coverage_no_late_flags=<c>`` (every flag on time: the same figure, since a recomputed
+pi judges and weights the same calls) and ``RESULT ppi_coverage_late_flags_stale_pi=<c>``, each
+with its binomial standard error sqrt(c(1 - c)/runs).
 """
 
 from __future__ import annotations
@@ -33,14 +38,15 @@ from judges.simulate import late_flag_coverage
 def main() -> None:
     """Run the matrix and print RESULT lines (figures depend on --runs; see the docstring)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--runs", type=int, default=200)
+    p.add_argument("--runs", type=int, default=200, help="0 skips the canary matrix")
     p.add_argument("--shares", default="0.05,0.25,0.5")
     p.add_argument("--metrics", default=",".join(METRICS))
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
     p.add_argument("--ppi-runs", type=int, default=400)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
-    for share in (float(s) for s in args.shares.split(",")):
+    shares = [float(s) for s in args.shares.split(",")] if args.runs > 0 else []
+    for share in shares:
         for scenario in args.scenarios.split(","):
             for metric in args.metrics.split(","):
                 if scenario == "judge-biased-sampling" and metric != "judge-score":
@@ -65,12 +71,21 @@ def main() -> None:
                     flush=True,
                 )
     if args.ppi_runs > 0:
-        cov, bias = late_flag_coverage(args.ppi_runs, args.seed, recompute=True, population=6000)
-        stale, stale_bias = late_flag_coverage(
-            args.ppi_runs, args.seed, recompute=False, population=6000
-        )
-        print(f"RESULT ppi_coverage_late_flags={cov:.3f} (nominal 0.90, bias {bias:+.3f})")
-        print(f"RESULT ppi_coverage_late_flags_stale_pi={stale:.3f} (bias {stale_bias:+.3f})")
+        runs, seed = args.ppi_runs, args.seed
+        for key, recompute, late_share in (
+            ("ppi_coverage_late_flags", True, 0.5),
+            ("ppi_coverage_no_late_flags", True, 0.0),
+            ("ppi_coverage_late_flags_stale_pi", False, 0.5),
+        ):
+            cov, bias = late_flag_coverage(
+                runs, seed, recompute=recompute, population=6000, late_share=late_share
+            )
+            se = np.sqrt(cov * (1.0 - cov) / runs)
+            print(
+                f"RESULT {key}={cov:.3f} (± {se:.3f}, nominal 0.90, target >= 0.89,"
+                f" bias {bias:+.3f})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -1,18 +1,37 @@
 """Population mean quality with a confidence interval: PPI++ over judge scores and human labels.
 
-Prediction-powered inference (Angelopoulos, Bates, Fannjiang, Jordan, Zrnic, Science 2023) with the
-power-tuned λ of PPI++ (Angelopoulos, Duchi, Zrnic 2023), as in ``ppi_py/ppi.py``
+Prediction-powered inference (Angelopoulos, Bates, Fannjiang, Jordan, Zrnic, "Prediction-powered
+inference", Science 382, 2023) with the power-tuned λ of PPI++ (Angelopoulos, Duchi, Zrnic,
+"PPI++: Efficient prediction-powered inference", 2023), as in ``ppi_py/ppi.py``
 (``ppi_mean_pointestimate``, ``ppi_mean_ci``, ``_calc_lam_glm``); reference §3.6:
 
     θ̂_λ = (1/N) Σ_j λ·f̃_j + (1/n) Σ_i (Y_i − λ·f_i)
-    SE²  = Var(λ·f̃)/N + Var(Y − λ·f)/n
     CI   = θ̂_λ ± z_{1−α/2}·SE
     λ*   = Cov(Y, f) / ((1 + n/N)·Var(f)), clipped to [0, 1]
 
 Inclusion probabilities: with unequal sampling (the judge sampler's π_i, a human-review π_i) each
-mean becomes a Hajek ratio Σ w·x / Σ w with w = 1/π, and each variance its linearisation
-(1/n)·Σ w̄_i²(x_i − x̄_w)²/(n − 1) with w̄ normalised to mean 1 (Särndal, Swensson & Wretman 1992,
-"Model Assisted Survey Sampling", §5.7), which reduces to s²/n for equal weights.
+mean becomes a Hajek ratio Σ w·x / Σ w with w = 1/π. ``classic_mean``'s variance is its
+linearisation (1/n)·Σ w̄_i²(x_i − x̄_w)²/(n − 1) with w̄ normalised to mean 1 (Särndal, Swensson &
+Wretman 1992, "Model Assisted Survey Sampling", §5.7), which reduces to s²/n for equal weights.
+
+Variance of the PPI++ estimate (``ppi_mean``): the delete-one jackknife over the labelled and the
+unlabelled set taken as two independent strata, SE² = Σ_sets (m−1)/m · Σ_k (θ̂_(k) − θ̄)², where
+replicate θ̂_(k) is the estimator on the set without item k, Hajek means *and the tuned λ*
+recomputed (Wolter 2007, "Introduction to Variance Estimation", 2nd ed., §4.5; Shao & Tu 1995,
+"The Jackknife and Bootstrap", §2.3). With equal weights and a fixed λ it equals PPI's
+Var(λ·f̃)/N + Var(Y − λ·f)/n exactly. The plug-in Var(λ·f̃)/N + Var(Y − λ·f)/n with linearised
+weighted variances treats the tuned λ as known and is too small when the audit set is small and
+unevenly weighted. Measured (seeded Monte Carlo of the judge sampler: thumbs-down census of ~20 %
+of 2,000 calls, rate 0.1 otherwise, 3,000-4,000 runs, nominal 0.90): with ~12 effective labels
+(5 % audited) coverage 0.825 plug-in → 0.887 jackknife; ~24 (10 %) 0.876 → 0.909; ~60 (25 %)
+0.899 → 0.909; 6,000 calls, 25 % audited, 0.902 → 0.906.
+
+Guarantee: for a fixed population and judge, θ̂ is consistent for the population mean of the
+human label under the sampling design (judge sampler × audit), whatever the judge's bias, and the
+interval covers it with probability → 1 − α as the labelled set grows (PPI's central limit
+argument, Angelopoulos et al. 2023, carried to Hajek means of a probability sample, Särndal et al.
+§5.7). It is a large-sample normal interval, not a finite-sample bound: below ~20 effective
+labels (n_eff = (Σw)²/Σw²) expect coverage a few points short.
 """
 
 from __future__ import annotations
@@ -45,8 +64,10 @@ class PPIEstimate:
 
     ``lam``: λ used (tuned unless given); ``judge_mean``: weighted mean of the judge over the
     unlabelled set; ``rectifier``: weighted mean of Y − λ·f over the labelled set.
-    ``classic``: the human-only estimate on the same labels; ``efficiency_gain``:
-    Var_classic / Var_PPI (> 1 means the judge saves labels; None when Var_PPI is 0).
+    ``se``: the delete-one jackknife standard error (module docstring), on the label's scale.
+    ``classic``: the human-only estimate on the same labels (``classic_mean``, linearised SE);
+    ``efficiency_gain``: jackknife variance at λ = 0 (human only) / at ``lam`` (> 1 means the
+    judge saves labels; None when the latter is 0).
     """
 
     estimate: float
@@ -111,6 +132,55 @@ def _wcov(x: FloatArray, y: FloatArray, w: FloatArray) -> float:
     return float(np.sum(w * (x - _wmean(x, w)) * (y - _wmean(y, w))) / np.sum(w))
 
 
+def _jackknife_variance(
+    y: FloatArray,
+    f: FloatArray,
+    f_unlabeled: FloatArray,
+    w: FloatArray,
+    w_unlabeled: FloatArray,
+    lam: float | None,
+) -> float:
+    """Delete-one jackknife variance of θ̂ (module docstring), λ re-tuned per replicate when None.
+
+    Replicate k is ``ppi_mean`` on the sample without item k (weights renormalised as
+    ``_weights`` does). Every replicate is a function of weighted sums, so deleting item k
+    subtracts its terms: O(n + N). Centring y and f first leaves θ̂ − θ̄ and λ unchanged and
+    keeps the moment differences accurate.
+    """
+    n, big_n = y.size, f_unlabeled.size
+    centre_f = float(np.mean(np.concatenate([f, f_unlabeled])))
+    y0, f0, fu0 = y - float(np.mean(y)), f - centre_f, f_unlabeled - centre_f
+    lab_terms = np.stack([w, w * y0, w * f0, w * y0 * f0, w * f0 * f0])
+    unl_terms = np.stack([w_unlabeled, w_unlabeled * fu0, w_unlabeled * fu0 * fu0])
+    lab_sums = lab_terms.sum(axis=1, keepdims=True)
+    unl_sums = unl_terms.sum(axis=1, keepdims=True)
+
+    def replicate(lab: FloatArray, unl: FloatArray, n_lab: int, n_unl: int) -> FloatArray:
+        sw, swy, swf, swyf, swff = lab
+        uw, uwf, uwff = unl
+        mean_y, mean_f, mean_fu = swy / sw, swf / sw, uwf / uw
+        if lam is None:
+            # tuned_lambda pools the two sets with weights normalised to mean 1 in each.
+            scale_lab, scale_unl = n_lab / sw, n_unl / uw
+            pooled_w = n_lab + n_unl
+            pooled_f = (scale_lab * swf + scale_unl * uwf) / pooled_w
+            var_f = (scale_lab * swff + scale_unl * uwff) / pooled_w - pooled_f**2
+            cov = swyf / sw - mean_y * mean_f
+            with np.errstate(divide="ignore", invalid="ignore"):
+                raw = cov / ((1.0 + n_lab / n_unl) * var_f)
+            lam_k = np.where(var_f > 1e-12, np.clip(raw, 0.0, 1.0), 0.0)
+        else:
+            lam_k = np.full(sw.shape, lam)
+        return np.asarray(lam_k * mean_fu + mean_y - lam_k * mean_f, dtype=np.float64)
+
+    drop_lab = replicate(lab_sums - lab_terms, np.broadcast_to(unl_sums, (3, n)), n - 1, big_n)
+    drop_unl = replicate(np.broadcast_to(lab_sums, (5, big_n)), unl_sums - unl_terms, n, big_n - 1)
+    return float(
+        (n - 1) / n * np.sum((drop_lab - drop_lab.mean()) ** 2)
+        + (big_n - 1) / big_n * np.sum((drop_unl - drop_unl.mean()) ** 2)
+    )
+
+
 def _interval(estimate: float, se: float, alpha: float) -> tuple[float, float]:
     z = float(stats.norm.ppf(1.0 - alpha / 2.0))
     return estimate - z * se, estimate + z * se
@@ -122,7 +192,10 @@ def classic_mean(
     alpha: float = 0.1,
     inclusion: Sequence[float] | FloatArray | None = None,
 ) -> MeanEstimate:
-    """Human-only (Hajek-weighted) mean with a normal (1 − alpha) CI; the λ = 0 case of PPI.
+    """Human-only (Hajek-weighted) mean with a normal (1 − alpha) CI and the linearised SE.
+
+    Its estimate is PPI's at λ = 0; its SE is the linearisation of the module docstring (the
+    canary's stratified test uses the same), which equals the jackknife's for equal weights.
 
     Raises ValueError naming the parameter: fewer than 2 values, non-finite values, ``alpha``
     outside (0, 1), or ``inclusion`` not in (0, 1].
@@ -174,6 +247,10 @@ def ppi_mean(
     and π_judge·(1 − π_human)); None means uniform sampling. Labels and scores must be on the same
     numeric scale (e.g. 1–5, or 0/1 for pass/fail, giving a pass rate).
 
+    The interval is θ̂ ± z_{1−α/2}·SE with the jackknife SE, which accounts for the weights, the
+    Hajek ratios and the tuning of λ; it covers the population mean with probability → 1 − alpha
+    as the labelled set grows (module docstring: guarantee and measured coverage). O(n + N).
+
     Raises ValueError naming the parameter: fewer than 2 items in either set, lengths that
     differ, non-finite values, ``alpha`` outside (0, 1), ``lam`` outside [0, 1], or
     probabilities outside (0, 1].
@@ -193,11 +270,12 @@ def ppi_mean(
     rectifier_terms = y_arr - lam_used * f_arr
     rectifier = _wmean(rectifier_terms, w)
     estimate = lam_used * judge_mean + rectifier
-    variance = lam_used**2 * _wvar_of_mean(fu_arr, wu) + _wvar_of_mean(rectifier_terms, w)
+    variance = _jackknife_variance(y_arr, f_arr, fu_arr, w, wu, lam)
     se = float(np.sqrt(variance))
     low, high = _interval(estimate, se, alpha)
     classic = classic_mean(y_arr, alpha=alpha, inclusion=inclusion)
-    gain = classic.se**2 / variance if variance > 0 else None
+    human_only = _jackknife_variance(y_arr, f_arr, fu_arr, w, wu, 0.0)
+    gain = human_only / variance if variance > 0 else None
     return PPIEstimate(
         estimate=estimate,
         se=se,

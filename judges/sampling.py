@@ -171,12 +171,17 @@ LATE_FLAG_STRATUM = "flagged_late"
 def late_flagged(decision: SamplingDecision) -> SamplingDecision:
     """The decision once the call's flag has arrived after it was made.
 
-    Under ``always_sample_flagged`` a flagged call is judged whatever its hash unit was, so its
-    inclusion probability is 1 (Horvitz & Thompson 1952: pi_i is the probability under the
-    whole design, here "sampled at rate r_i, or flagged"); keeping the old r_i would weight a
-    bad answer 1/r_i times and bias every Hajek mean and the PPI interval (coverage 0.86 at
-    nominal 0.90 when half the flags arrive late). ``judges.selection`` applies the same rule
-    to stored samples.
+    Under ``always_sample_flagged`` every flagged call is judged: one flagged after its decision
+    is judged if it was sampled then, and gets a sample of its own otherwise
+    (``judges.selection``), so its inclusion probability under the whole two-chance design is
+    P(u_i < r_i) + P(u_i ≥ r_i)·1 = 1 (Horvitz & Thompson 1952: π_i is the probability under
+    the design, here "sampled at rate r_i, or flagged"). Late flags are thus a census stratum
+    (``flagged_late``), and the judged set and its weights are those an on-time flag gives:
+    the PPI interval keeps its coverage (0.905 over 1,000 runs at nominal 0.90 with half of
+    the flags late, ``judges.simulate``). Keeping the old π_i = r_i would weight a bad answer
+    1/r_i times and bias every Hajek mean (-0.12 on a 1-5 scale) and the PPI interval
+    (coverage 0.70 at 2,000 calls, 0.39 at 6,000). π_i = 1 presumes every late flag is picked
+    up (``judges.selection``: within ``flag_lookback_s``).
     """
     return dataclasses.replace(
         decision,
