@@ -179,7 +179,7 @@ def _test(
             min_samples=min_samples,
             rng=rng,
         )
-        return res, 0, 0
+        return res, w.reference_nulls, w.current_nulls
     raise ValueError(f"kind must be numerical, categorical or embedding, got {w.kind!r}")
 
 

@@ -28,7 +28,8 @@ class ColumnWindow:
     * ``"numerical"``: ``reference`` / ``current`` are float arrays of shape (n,), NaN = null.
     * ``"categorical"``: ``reference_counts`` / ``current_counts`` map category → count (no
       null key); ``reference_nulls`` / ``current_nulls`` count the nulls.
-    * ``"embedding"``: ``reference`` / ``current`` are float arrays of shape (n, d), no nulls.
+    * ``"embedding"``: ``reference`` / ``current`` are float arrays of shape (n, d), no nulls;
+      ``reference_nulls`` / ``current_nulls`` count the calls left out (text not captured).
 
     ``signal``, ``segment``, ``method`` and ``threshold`` as in :class:`drift.report.SignalWindow`.
 

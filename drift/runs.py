@@ -64,7 +64,9 @@ class DriftSettings(BaseSettings):
         "also the chance that a run raises any drift alert (docs/drift-guarantees.md).",
     )
     text_sample: int = Field(200, ge=1, description="Texts per window × segment for language.")
-    embedding_sample: int = Field(128, ge=1, description="Prompts per window × segment embedded.")
+    embedding_sample: int = Field(
+        128, ge=1, description="Prompts, and answers, per window × segment embedded."
+    )
     seed: int | None = Field(None, description="Seed of the run's rng (None: fresh entropy).")
     alert: bool = Field(True, description="Emit drift_detected alert events.")
 

@@ -4,12 +4,13 @@ Calls come from the store through ADBC as Arrow (:func:`collector.store.analytic
 one read per window; every per-call signal is computed in DuckDB over that Arrow table, and the
 columns leave DuckDB as numpy arrays (numbers, NaN = null) or ``GROUP BY`` counts (categories),
 the representation :mod:`drift.columnar` tests. Only bounded random samples cross into Python
-per text: language identification and prompt embeddings (:mod:`drift.textsample`).
+per text: language identification and prompt / answer embeddings (:mod:`drift.textsample`).
 
 Signals (:data:`SIGNALS`): token counts and latencies (numbers); finish_reason mix; refusal,
 empty output, guardrail hits and thumbs-down (proportions); judge score (numbers, when the judges
 subsystem stores scores); prompt / output language and language mismatch (sampled); prompt
-embeddings (sampled, classifier two-sample test and centroid distance). Segments: the
+and answer embeddings (sampled, classifier two-sample test and centroid distance; a call
+without captured text is not in that text's sample). Segments: the
 combinations of ``model``, ``variant`` and ``service`` (``service_name``) of the tenant, the
 largest ``max_segments`` of them, plus all traffic.
 """
@@ -30,7 +31,7 @@ from drift.colwindow import ColumnWindow
 from drift.extractcolumns import categorical_columns, numeric_columns
 from drift.report import Kind
 from drift.signalsources import judge_scores, thumbs_votes
-from drift.textsample import sampled_text_columns
+from drift.textsample import EMBEDDING_TESTS, sampled_text_columns
 from drift.textsignals import _FIRST_PERSON, _REQUEST_WORDS, REFUSAL_MARKERS, REFUSAL_WINDOW_CHARS
 from drift.windows import Windows
 
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 NUMERIC_SIGNALS = ("input_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s")
 PROPORTION_SIGNALS = ("refusal", "empty_output", "guardrail_hit", "thumbs_down")
 SAMPLED_SIGNALS = ("prompt_language", "output_language", "language_mismatch")
-EMBEDDING_SIGNALS = ("prompt_embedding", "prompt_centroid")
+EMBEDDING_SIGNALS = tuple(EMBEDDING_TESTS)  # prompt_/answer_ embedding and centroid
 #: every signal and its kind for the tests
 SIGNALS: dict[str, Kind] = {
     **dict.fromkeys(NUMERIC_SIGNALS, "numerical"),
@@ -65,9 +66,10 @@ class ExtractConfig:
         include_all: also test all traffic of the tenant (segment ``None``) when there is more
             than one segment.
         text_sample: calls per window × segment whose texts get language identification.
-        embedding_sample: prompts per window × segment that are embedded (2 CPU cores embed
-            about 100 short prompts per second with all-MiniLM-L6-v2 at 128 tokens).
-        embedding_max_seq: tokens kept per prompt for the embedding (1..256).
+        embedding_sample: prompts, and answers, per window × segment that are embedded (each
+            text its own sample of the calls that captured it; 2 CPU cores embed about 100
+            short texts per second with all-MiniLM-L6-v2 at 128 tokens).
+        embedding_max_seq: tokens kept per prompt or answer for the embedding (1..256).
     """
 
     signals: tuple[str, ...] = tuple(SIGNALS)
@@ -195,8 +197,10 @@ def extract(
         "finish_reason",
         "redactions",
     ]
+    embedded = {EMBEDDING_TESTS[s][0] for s in wanted & set(EMBEDDING_SIGNALS)}
     need_out = bool(wanted & {"refusal", "empty_output", "output_language", "language_mismatch"})
-    need_in = bool(wanted & {"prompt_language", "language_mismatch", *EMBEDDING_SIGNALS})
+    need_out |= "output_text" in embedded
+    need_in = bool(wanted & {"prompt_language", "language_mismatch"}) or "input_text" in embedded
     names += ["output_text"] * need_out + ["input_text"] * need_in
     calls = _read(database_url, tenant, windows, list(dict.fromkeys(names)))
     skipped: dict[str, str] = {}

@@ -1,11 +1,14 @@
 """Signals that need per-text Python work, on bounded random samples of each window × segment.
 
-Language identification (py3langid, about 0.1–1 ms per text) and prompt embeddings
-(all-MiniLM-L6-v2 on CPU, about 10 ms per prompt on 2 cores) cannot run on every call of a
+Language identification (py3langid, about 0.1–1 ms per text) and prompt / answer embeddings
+(all-MiniLM-L6-v2 on CPU, about 10 ms per short text on 2 cores) cannot run on every call of a
 large window, so each window × segment contributes a uniform random sample: rows are ordered
-by a hash of their ids salted from ``rng`` and the first ``text_sample`` /
-``embedding_sample`` are kept. Tests on a uniform sample are valid tests of the window's
-distribution, with the power of the sample size.
+by a hash of their ids salted from ``rng``; the first ``text_sample`` calls get language
+identification, and for each embedded text (prompt, answer) the first ``embedding_sample``
+calls *that captured it* are embedded. A call whose text was not captured (``NULL``: content
+capture off, or no answer recorded) is not in that text's sample and is counted as a null,
+never embedded as an empty string. Tests on a uniform sample are valid tests of the window's
+distribution (of the calls with that text captured), with the power of the sample size.
 """
 
 from __future__ import annotations
@@ -30,17 +33,56 @@ log = logging.getLogger(__name__)
 Segments = dict[int | None, tuple[str | None, dict[str, str | None]]]
 
 
+#: embedding signal → (captured text it embeds, its test): the classifier two-sample test and
+#: the centroid distance (:mod:`drift.embeddings`), each on the prompts and on the answers
+EMBEDDING_TESTS: dict[str, tuple[str, str]] = {
+    "prompt_embedding": ("input_text", "classifier_auc"),
+    "prompt_centroid": ("input_text", "mean_embedding_distance"),
+    "answer_embedding": ("output_text", "classifier_auc"),
+    "answer_centroid": ("output_text", "mean_embedding_distance"),
+}
+
+Rows = dict[tuple[int | None, int], list[tuple[int, dict[str, str | None]]]]
+Nulls = dict[tuple[int | None, int], dict[str, int]]
+
+
 def _sample(
-    con: duckdb.DuckDBPyConnection, k: int, salt: int, per_segment: bool, cols: Sequence[str]
-) -> list[tuple[Any, ...]]:
-    """Up to ``k`` rows of table ``s`` per (segment, window) — or per window for all traffic."""
+    con: duckdb.DuckDBPyConnection,
+    k_lang: int,
+    k_emb: int,
+    salt: int,
+    per_segment: bool,
+    cols: Sequence[str],
+    embedded: Sequence[str],
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Sampled rows of table ``s`` per (segment, window) — or per window for all traffic.
+
+    Returns ``(rows, nulls)``: rows ``(seg_id, win, rn, *cols)`` with ``rn`` the rank in the
+    salted hash order, kept when ``rn <= k_lang`` or when the row is among the first ``k_emb``
+    of that order with a non-NULL text in one of the ``embedded`` columns; nulls
+    ``(seg_id, win, *NULLs of each embedded column)`` over the whole window (without
+    ``seg_id`` for all traffic).
+    """
     part = "seg_id, win" if per_segment else "win"
     where = "seg_id >= 0" if per_segment else "TRUE"
-    return con.execute(
+    ranks = "".join(
+        f", row_number() OVER (PARTITION BY {part}, {c} IS NULL ORDER BY h) AS rk{i}"
+        for i, c in enumerate(embedded)
+    )
+    keep = "".join(
+        f" OR ({c} IS NOT NULL AND rk{i} <= {int(k_emb)})" for i, c in enumerate(embedded)
+    )
+    rows = con.execute(
         f"SELECT seg_id, win, rn, {', '.join(cols)} FROM (SELECT *, row_number() OVER ("
-        f"PARTITION BY {part} ORDER BY hash(trace_id || ':' || span_id || ':' || {int(salt)})"
-        f") AS rn FROM s WHERE {where}) WHERE rn <= {int(k)}"
+        f"PARTITION BY {part} ORDER BY h) AS rn{ranks} FROM (SELECT *, "
+        f"hash(trace_id || ':' || span_id || ':' || {int(salt)}) AS h FROM s WHERE {where})) "
+        f"WHERE rn <= {int(k_lang)}{keep}"
     ).fetchall()
+    if not embedded:
+        return rows, []
+    counts = ", ".join(f"count(*) FILTER (WHERE {c} IS NULL)" for c in embedded)
+    nulls = con.execute(f"SELECT {part}, {counts} FROM s WHERE {where} GROUP BY {part}").fetchall()
+    return rows, nulls
 
 
 def sampled_text_columns(
@@ -62,29 +104,38 @@ def sampled_text_columns(
 
     Returns:
         ``prompt_language`` / ``output_language`` (categorical counts of ISO 639-1 codes),
-        ``language_mismatch`` (booleans) and ``prompt_embedding`` (classifier test) /
-        ``prompt_centroid`` (mean-embedding distance) windows, per segment.
+        ``language_mismatch`` (booleans) and the :data:`EMBEDDING_TESTS` windows
+        (``prompt_embedding`` / ``answer_embedding``: classifier test, ``prompt_centroid`` /
+        ``answer_centroid``: mean-embedding distance; shape (n, 384), with the window's calls
+        whose text was not captured as nulls), per segment.
     """
     wanted = set(config.signals)
     cols = [c for c in ("input_text", "output_text") if c in _columns(con)]
     if not cols:
         return []
-    k = max(config.text_sample, config.embedding_sample)
+    emb = [s for s, (c, _) in EMBEDDING_TESTS.items() if s in wanted and c in cols]
+    embedded = list(dict.fromkeys(EMBEDDING_TESTS[s][0] for s in emb))
     salt = int(rng.integers(0, 2**31))
-    rows: dict[tuple[int | None, int], list[tuple[int, dict[str, str | None]]]] = {}
+    rows: Rows = {}
+    nulls: Nulls = {}
     for per_segment in (True, False):
         if not per_segment and None not in segments:
             continue
-        for seg_id, win, rn, *texts in _sample(con, k, salt, per_segment, cols):
+        sampled, counts = _sample(
+            con, config.text_sample, config.embedding_sample, salt, per_segment, cols, embedded
+        )
+        for seg_id, win, rn, *texts in sampled:
             key = (seg_id if per_segment else None, int(win))
             rows.setdefault(key, []).append((int(rn), dict(zip(cols, texts, strict=True))))
+        for row in counts:
+            seg_id, win, *n = row if per_segment else (None, *row)
+            nulls[(seg_id, int(win))] = dict(zip(embedded, map(int, n), strict=True))
     out: list[ColumnWindow] = []
     langs = [s for s in ("prompt_language", "output_language", "language_mismatch") if s in wanted]
     if langs:
         out += _language_columns(rows, segments, langs, config.text_sample)
-    emb = [s for s in ("prompt_embedding", "prompt_centroid") if s in wanted]
-    if emb and "input_text" in cols:
-        out += _embedding_columns(rows, segments, emb, config, skipped)
+    if emb:
+        out += _embedding_columns(rows, nulls, segments, emb, config, skipped)
     return out
 
 
@@ -145,12 +196,19 @@ def _language_columns(
 
 
 def _embedding_columns(
-    rows: dict[tuple[int | None, int], list[tuple[int, dict[str, str | None]]]],
+    rows: Rows,
+    nulls: Nulls,
     segments: Segments,
     names: Sequence[str],
     config: ExtractConfig,
     skipped: dict[str, str],
 ) -> list[ColumnWindow]:
+    """One embedding window per signal in ``names`` (keys of :data:`EMBEDDING_TESTS`) × segment.
+
+    Each window × segment embeds the first ``config.embedding_sample`` calls of the salted
+    order whose text (prompt or answer, by signal) is not NULL; texts shared by prompts and
+    answers or by segments are embedded once.
+    """
     from drift.embeddings import load_embedder
 
     try:
@@ -159,31 +217,36 @@ def _embedding_columns(
         for n in names:
             skipped[n] = str(exc)
         return []
-    texts: dict[tuple[int | None, int], list[str]] = {}
+    texts: dict[tuple[tuple[int | None, int], str], list[str]] = {}
     for key, items in rows.items():
-        texts[key] = [
-            text
-            for rn, t in sorted(items, key=lambda it: it[0])
-            if rn <= config.embedding_sample and (text := t.get("input_text")) is not None
-        ]
+        ordered = [t for _, t in sorted(items, key=lambda it: it[0])]
+        for col in dict.fromkeys(EMBEDDING_TESTS[n][0] for n in names):
+            kept = [text for t in ordered if (text := t.get(col)) is not None]
+            texts[(key, col)] = kept[: config.embedding_sample]
     unique = list(dict.fromkeys(t for group in texts.values() for t in group))
     vectors = dict(zip(unique, embedder.embed(unique), strict=True)) if unique else {}
     width = embedder.dim
+
+    def matrix(seg_id: int | None, win: int, col: str) -> np.ndarray:
+        group = texts.get(((seg_id, win), col), [])
+        if not group:
+            return np.zeros((0, width))
+        return np.vstack([vectors[t] for t in group]).astype(np.float64)
+
     out: list[ColumnWindow] = []
     for seg_id, (label, _) in segments.items():
-        mats = []
-        for win in (0, 1):
-            group = texts.get((seg_id, win), [])
-            mats.append(
-                np.vstack([vectors[t] for t in group]).astype(np.float64)
-                if group
-                else np.zeros((0, width))
-            )
         for n in names:
-            method = "classifier_auc" if n == "prompt_embedding" else "mean_embedding_distance"
+            col, method = EMBEDDING_TESTS[n]
             out.append(
                 ColumnWindow(
-                    n, "embedding", label, reference=mats[0], current=mats[1], method=method
+                    n,
+                    "embedding",
+                    label,
+                    reference=matrix(seg_id, 0, col),
+                    current=matrix(seg_id, 1, col),
+                    reference_nulls=nulls.get((seg_id, 0), {}).get(col, 0),
+                    current_nulls=nulls.get((seg_id, 1), {}).get(col, 0),
+                    method=method,
                 )
             )
     return out

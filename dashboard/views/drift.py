@@ -12,7 +12,8 @@ ctx = ui.page_context(
     "Drift",
     "Reference window vs current window per signal × segment (newest run of each segment). "
     "Effect sizes: normalised Wasserstein distance (numbers), Jensen–Shannon distance "
-    "(categories), rate difference (proportions).",
+    "(categories), rate difference (proportions), held-out AUC above chance and centroid "
+    "distance (prompt_* and answer_* embeddings, sampled).",
 )
 if not data_quality.drift_ready(ctx.database_url):
     ui.no_data("drift runs", "The drift monitor has not been installed / migrated yet.")
