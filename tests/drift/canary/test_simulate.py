@@ -2,7 +2,8 @@
 the CLI prints RESULT lines. Full runs: benchmarks/canary_calibration.py.
 
 Run counts are small (20-30); a rate <= alpha = 0.05 then allows one false decision, which is
-what the bound promises at these sizes. Horizons are shortened with ``samples_per_look`` where
+what the bound promises at these sizes. The whole scenario x metric x share matrix is
+benchmarks/canary_calibration.py. Horizons are shortened with ``samples_per_look`` where
 the test is about validity (a shorter horizon has fewer looks, never more crossings per look)."""
 
 from __future__ import annotations
@@ -58,14 +59,10 @@ def test_judge_biased_sampling_is_not_promoted() -> None:
     assert res.rollback >= 12
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("share", [0.05, 0.25, 0.5])
-@pytest.mark.parametrize("metric", ["mean", "proportion", "lognormal-latency", "judge-score"])
-@pytest.mark.parametrize("scenario", ["aa", "aa-load-step", "ni-boundary"])
-def test_false_decisions_within_alpha_everywhere(scenario: str, metric: str, share: float) -> None:
-    res = simulate(scenario, metric, runs=40, rng=np.random.default_rng(5), share=share)  # type: ignore[arg-type]
-    assert res.false_promote_rate <= 0.05
-    assert res.false_rollback_rate <= 0.05
+# The full matrix (aa, aa-load-step, ni-boundary x mean, proportion, lognormal-latency,
+# judge-score x candidate shares 5 %, 25 %, 50 %) took 10-15 minutes at 40 runs a cell: it is a
+# benchmark, `python benchmarks/canary_calibration.py --runs 200` (figures in
+# docs/canary-guarantees.md); the tests above assert one hard cell of each scenario.
 
 
 def test_simulated_judge_sampling_has_the_samplers_design() -> None:
