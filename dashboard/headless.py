@@ -88,20 +88,37 @@ def browser(window: str = "1400,1000") -> Iterator[Any]:
 
 
 def wait_rendered(b: Any, title: str, timeout_s: float = 60, settle_s: float = 1.5) -> None:
-    """Wait for the page title (h1) and for Streamlit to stop running the script, then
-    ``settle_s`` seconds for charts to draw.
+    """Wait for the page title (h1), for Streamlit to stop running the script, and for the
+    page's text to stay the same for ``settle_s`` seconds (Streamlit draws progressively and
+    shows its "running" widget only after a delay, so a loaded machine can show the title
+    before the rest); a page whose text keeps changing returns at ``timeout_s``.
 
     Raises:
-        AssertionError: the page did not render within ``timeout_s`` seconds.
+        AssertionError: the title did not render within ``timeout_s`` seconds.
     """
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     deadline = time.monotonic() + timeout_s
+    seen_title = False
+    last_text: str | None = None
+    stable_since = 0.0
+    text: str | None
     while time.monotonic() < deadline:
-        h1 = [e.text for e in b.find_elements(By.CSS_SELECTOR, "h1")]
-        running = b.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
+        try:
+            h1 = [e.text for e in b.find_elements(By.CSS_SELECTOR, "h1")]
+            running = b.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
+            main = b.find_elements(By.CSS_SELECTOR, "[data-testid='stMain']")
+            text = main[0].text if main else ""
+        except StaleElementReferenceException:  # re-drawn while read: still changing
+            h1, running, text = [], [], None
         if title in h1 and not running:
-            time.sleep(settle_s)
-            return
+            seen_title = True
+            if text != last_text:
+                last_text, stable_since = text, time.monotonic()
+            elif time.monotonic() - stable_since >= settle_s:
+                return
         time.sleep(0.3)
+    if seen_title:
+        return
     raise AssertionError(f"page {title!r} did not render in {timeout_s} s")

@@ -49,7 +49,11 @@ def _main_text(browser: object) -> str:
 def test_traces_page_in_chromium(dashboard_url: str, browser: object) -> None:
     browser.get(f"{dashboard_url}/traces")  # type: ignore[attr-defined]
     wait_rendered(browser, "Traces")
-    text = _main_text(browser)
+    # Streamlit draws the page progressively and shows its "running" widget only after a delay:
+    # on a loaded machine the last elements may still be on their way when the title is there
+    deadline = time.monotonic() + 30
+    while "Open call" not in (text := _main_text(browser)) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert "Trace " in text and "LLM calls" in text
     assert "Open call" in text  # the newest trace is the agent run: its LLM spans link out
     browser.save_screenshot(str(ARTIFACTS / "traces.png"))  # type: ignore[attr-defined]
