@@ -22,7 +22,6 @@ from collector.store.models import LLMCall
 from collector.store.models.judges import JudgeSample, PairwiseResultRow
 from judges.errors import JudgeError
 from judges.pairwise import PairwiseResult, judge_pair
-from judges.rubrics import builtin_rubric
 from judges.selection import ROLLOUTS_TABLE, insert_ignore
 from judges.settings import JudgeSettings
 from judges.transport import JUDGE_RETRY
@@ -152,7 +151,7 @@ async def judge_rollout_pairs(
     error (no outcome), so it is not retried forever.
     """
     _, model = settings.require_endpoint()
-    rubric = builtin_rubric(settings.rubrics[0])
+    rubric = settings.rubric(settings.rubrics[0])
     with engine.connect() as conn:
         rollouts = running_rollouts(conn)
         work = [

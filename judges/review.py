@@ -17,7 +17,9 @@ from sqlalchemy import Engine, and_, exists, insert, or_, select, update
 from collector.store.models import LLMCall
 from collector.store.models.judges import HumanLabel, ReviewItem
 from judges.errors import JudgeError
-from judges.rubrics import Rubric, builtin_rubric
+from judges.rubrics import Rubric
+from judges.score_configs import config_of_rubric
+from judges.settings import JudgeSettings
 
 
 class ReviewNotFoundError(JudgeError):
@@ -58,6 +60,22 @@ class StoredLabel:
     skipped: bool
 
 
+def configured_rubrics() -> dict[str, Rubric]:
+    """The rubrics a review item may name: shipped ones plus ``DRIFTLINE_JUDGE_RUBRIC_DIR``'s
+    (the same set the judge worker scores with). Raises RubricError on a bad rubric file."""
+    return JudgeSettings().all_rubrics()
+
+
+def _rubric(name: str, rubrics: dict[str, Rubric] | None) -> Rubric:
+    known = configured_rubrics() if rubrics is None else rubrics
+    if name not in known:
+        raise ReviewConflictError(
+            f"review item's rubric {name!r} is not loaded here (known: {sorted(known)}); "
+            "set DRIFTLINE_JUDGE_RUBRIC_DIR to the folder the judge worker uses"
+        )
+    return known[name]
+
+
 def _open(now: dt.datetime) -> Any:
     return or_(
         ReviewItem.status == "pending",
@@ -73,12 +91,14 @@ def next_item(
     lease_s: float,
     rubric: str | None = None,
     now: dt.datetime | None = None,
+    rubrics: dict[str, Rubric] | None = None,
 ) -> ReviewTask | None:
     """Claim the next review item of ``tenant`` for ``reviewer`` for ``lease_s`` seconds.
 
     An item the reviewer already holds is returned again (lease renewed). Audit items first, then
-    oldest. None when the queue is empty. Raises ValueError naming the parameter for an empty
-    ``reviewer`` or ``lease_s`` <= 0.
+    oldest. None when the queue is empty. ``rubrics``: the rubrics items may name (default
+    :func:`configured_rubrics`). Raises ValueError naming the parameter for an empty
+    ``reviewer`` or ``lease_s`` <= 0, ReviewConflictError for an item whose rubric is not loaded.
     """
     if not reviewer:
         raise ValueError("reviewer must be non-empty")
@@ -117,11 +137,13 @@ def next_item(
                 .values(status="claimed", lease_owner=reviewer, lease_expires_at=expires)
             ).rowcount
             if taken:
-                return _task(conn, item_id, expires)
+                return _task(conn, item_id, expires, rubrics)
     return None
 
 
-def _task(conn: Any, item_id: int, expires: dt.datetime) -> ReviewTask:
+def _task(
+    conn: Any, item_id: int, expires: dt.datetime, rubrics: dict[str, Rubric] | None
+) -> ReviewTask:
     row = conn.execute(
         select(
             ReviewItem.__table__,
@@ -143,7 +165,7 @@ def _task(conn: Any, item_id: int, expires: dt.datetime) -> ReviewTask:
     item = row
     return ReviewTask(
         id=item.id,
-        rubric=builtin_rubric(item.rubric),
+        rubric=_rubric(item.rubric, rubrics),
         call_id=item.call_id,
         trace_id=item.trace_id,
         span_id=item.span_id,
@@ -168,12 +190,16 @@ def submit_label(
     corrected_output: str | None = None,
     skip: bool = False,
     now: dt.datetime | None = None,
+    rubrics: dict[str, Rubric] | None = None,
 ) -> StoredLabel:
     """Label review item ``item_id`` with ``score`` on its rubric's scale, or ``skip`` it.
 
-    The reviewer must hold the item's claim or the item must be open (pending / lease expired).
-    Raises ReviewNotFoundError (no such item for the tenant), ReviewConflictError (held by
-    someone else, already labelled, score missing / off the scale, or both score and skip).
+    The score is checked by the rubric's score config (:mod:`judges.score_configs`, the same one
+    judges and ``POST /api/v1/scores`` use), which also gives its label. ``rubrics``: as in
+    :func:`next_item`. The reviewer must hold the item's claim or the item must be open
+    (pending / lease expired). Raises ReviewNotFoundError (no such item for the tenant),
+    ReviewConflictError (held by someone else, already labelled, score missing / off the scale,
+    rubric not loaded, or both score and skip).
     """
     now = now or dt.datetime.now(dt.UTC)
     if skip and score is not None:
@@ -190,9 +216,9 @@ def submit_label(
             raise ReviewNotFoundError(f"review item {item_id} not found")
         label = None
         if score is not None:
-            rubric = builtin_rubric(item.rubric)
+            rubric = _rubric(item.rubric, rubrics)
             try:
-                label = rubric.scale.label_for(score)
+                _, label = config_of_rubric(rubric).normalize(score, None)
             except ValueError as exc:
                 raise ReviewConflictError(f"score: {exc} (rubric {rubric.name})") from exc
         held_by_me = and_(ReviewItem.status == "claimed", ReviewItem.lease_owner == reviewer)

@@ -26,6 +26,7 @@ File format (see ``judges/rubrics/*.toml``)::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import tomllib
 from importlib import resources
@@ -176,7 +177,13 @@ def load_rubric_dir(directory: str | Path) -> dict[str, Rubric]:
 
 
 def builtin_rubrics() -> dict[str, Rubric]:
-    """The rubrics shipped in ``judges/rubrics/`` (package data), keyed by name."""
+    """The rubrics shipped in ``judges/rubrics/`` (package data), keyed by name (a new dict
+    each call; the files are parsed once)."""
+    return dict(_shipped())
+
+
+@functools.cache
+def _shipped() -> dict[str, Rubric]:
     rubrics: dict[str, Rubric] = {}
     folder = resources.files("judges").joinpath("rubrics")
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):

@@ -18,7 +18,8 @@ from collector.store.queries import MAX_PAGE
 from driftline.api.calls import hex_id, parse_time
 from driftline.api.deps import IngestTenant, State, Tenant
 from driftline.api.params import reject_unknown_params
-from judges.rubrics import builtin_rubrics
+from judges.review import configured_rubrics
+from judges.rubrics import Rubric
 from judges.score_configs import resolve
 
 router = APIRouter(prefix="/api/v1", tags=["scores"])
@@ -45,7 +46,7 @@ class ScoreIn(BaseModel):
     attributes: dict[str, Any] = Field(default_factory=dict)
 
 
-def _row(raw: Any) -> dict[str, Any]:
+def _row(raw: Any, rubrics: dict[str, Rubric]) -> dict[str, Any]:
     """A table row from one request item; raises ValueError/BadRequestError naming the field."""
     try:
         item = ScoreIn.model_validate(raw)
@@ -57,7 +58,7 @@ def _row(raw: Any) -> dict[str, Any]:
         raise ValueError("give trace_id, response_id or session_id")
     if item.span_id is not None and item.trace_id is None:
         raise ValueError("span_id needs trace_id")
-    cfg = resolve(item.name, item.data_type, builtin_rubrics())
+    cfg = resolve(item.name, item.data_type, rubrics)
     value, label = cfg.normalize(item.value, item.label)
     ts = parse_time(item.timestamp, "timestamp") if item.timestamp else time.time_ns()
     return {
@@ -86,9 +87,10 @@ def post_scores(
     if not isinstance(items, list) or not items or len(items) > MAX_BATCH:
         raise BadRequestError(f"items must be a list of 1..{MAX_BATCH} scores")
     rows, rejected = [], []
+    rubrics = configured_rubrics()  # shipped + DRIFTLINE_JUDGE_RUBRIC_DIR, read once a request
     for i, raw in enumerate(items):
         try:
-            rows.append((i, _row(raw)))
+            rows.append((i, _row(raw, rubrics)))
         except (ValueError, BadRequestError) as exc:
             rejected.append({"index": i, "error": str(exc)})
     if rejected and len(items) == 1:

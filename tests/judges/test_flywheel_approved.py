@@ -8,47 +8,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
-from sqlalchemy import insert
 
-from collector.store.models.judges import JudgeSample, ReviewItem
 from driftline.cli import cli
 from judges.review import submit_label
 from tests.support.agent_traces import agent_run, record, send
-
-
-def _queue(engine: object, call: dict[str, str]) -> int:
-    with engine.begin() as conn:  # type: ignore[attr-defined]
-        sid = conn.execute(
-            insert(JudgeSample).values(
-                tenant="default",
-                trace_id=call["trace_id"],
-                span_id=call["span_id"],
-                call_id=call["call_id"],
-                rubric="helpfulness",
-                inclusion_probability=1.0,
-                design_rate=1.0,
-                stratum="all",
-                reason="flagged",
-                status="done",
-                attempts=1,
-            )
-        ).inserted_primary_key[0]
-        return int(
-            conn.execute(
-                insert(ReviewItem).values(
-                    tenant="default",
-                    sample_id=sid,
-                    trace_id=call["trace_id"],
-                    span_id=call["span_id"],
-                    call_id=call["call_id"],
-                    rubric="helpfulness",
-                    audit=False,
-                    stratum="all",
-                    reason="flagged",
-                    status="pending",
-                )
-            ).inserted_primary_key[0]
-        )
+from tests.support.review import queue_review_item
 
 
 def test_include_approved(client: TestClient, db_url: str, tmp_path: Path) -> None:
@@ -63,7 +27,7 @@ def test_include_approved(client: TestClient, db_url: str, tmp_path: Path) -> No
             "/api/v1/feedback", json={"trace_id": c["trace_id"], "kind": "thumbs_down"}
         ).status_code in (200, 202)
     engine = client.app.state.driftline.engine  # type: ignore[attr-defined]
-    approved, corrected = (_queue(engine, c) for c in calls)
+    approved, corrected = (queue_review_item(engine, c) for c in calls)
     submit_label(engine, "default", approved, "rev", score=5)
     submit_label(engine, "default", corrected, "rev", score=1, corrected_output="Ask me again.")
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from judges.prompts import pointwise_messages
 from judges.rubrics import builtin_rubric
 from judges.score_configs import config_of_rubric, resolve
 from judges.settings import JudgeConfigError, load_judge_settings
 from judges.user_rubrics import load_user_rubrics
+from tests.support.agent_traces import agent_run, record, send
+from tests.support.review import queue_review_item
 
 TONE = """
 name: tone
@@ -110,3 +113,37 @@ def test_score_configs() -> None:
         resolve("z", "float", {})
     with pytest.raises(ValueError, match="is numeric"):
         resolve("helpfulness", "boolean", {"helpfulness": builtin_rubric("helpfulness")})
+
+
+def test_review_and_scores_use_the_user_rubrics_score_config(
+    client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sample judged on a user rubric is reviewed on that rubric (its labels, checked by its
+    score config), and ``POST /api/v1/scores`` takes the same config."""
+    folder = tmp_path / "rubrics"
+    folder.mkdir()
+    (folder / "tone.yaml").write_text(TONE)
+    monkeypatch.setenv("DRIFTLINE_JUDGE_RUBRIC_DIR", str(folder))
+    run = record(lambda p: agent_run(p, session="s", t0=1_780_000_000_000_000_000))
+    send(client, run, expect_calls=2)
+    call = client.get("/api/v1/calls").json()["items"][0]
+    engine = client.app.state.driftline.engine  # type: ignore[attr-defined]
+    item_id = queue_review_item(engine, call, rubric="tone")
+    task = client.get("/api/v1/review/next", params={"reviewer": "ana"}).json()["item"]
+    assert task["id"] == item_id and task["rubric"]["name"] == "tone"
+    off = client.post(f"/api/v1/review/{item_id}", json={"reviewer": "ana", "score": 5})
+    assert off.status_code == 400 and "score" in off.json()["error"]["message"]
+    ok = client.post(f"/api/v1/review/{item_id}", json={"reviewer": "ana", "score": 2})
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["label"] == "polite"
+    r = client.post(
+        "/api/v1/scores", json={"trace_id": call["trace_id"], "name": "tone", "label": "rude"}
+    )
+    assert r.status_code == 201, r.text
+    stored = client.get("/api/v1/scores", params={"trace_id": call["trace_id"]}).json()["items"]
+    assert [(x["name"], x["value"], x["data_type"]) for x in stored] == [
+        ("tone", 0.0, "categorical")
+    ]
+    monkeypatch.delenv("DRIFTLINE_JUDGE_RUBRIC_DIR")
+    gone = client.get("/api/v1/review/next", params={"reviewer": "bob"})
+    assert gone.status_code == 200 and gone.json()["item"] is None  # labelled, queue empty
