@@ -108,8 +108,8 @@ class Settings(BaseSettings):
     lake_url: str | None = Field(
         None,
         description="Where sealed hours of calls go as Parquet: a folder or an fsspec URL "
-        "(s3://bucket/lake). Default: a `lake` folder next to the SQLite database, else "
-        "./driftline-data/lake.",
+        "(s3://bucket/lake); one lake per store. Default: `<database file>-lake` beside a "
+        "SQLite database, else ./driftline-data/lake-<host>-<port>-<database>.",
     )
     lake_enabled: bool = Field(
         True, description="Seal closed hours into the lake and read analytics through it."

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -141,6 +142,9 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "grpc_port": 0,
         "prices": PRICE_FIXTURE,
     }
+    if not database_url.startswith("sqlite"):  # a lake of its own, outside the checkout
+        name = database_url.rsplit("/", 1)[-1].split("?", 1)[0]
+        values["lake_url"] = str(Path(tempfile.gettempdir()) / "driftline-test-lakes" / name)
     values.update(overrides)
     return Settings(**values)
 

@@ -34,8 +34,12 @@ def test_story_rerun_keeps_the_previous_database_and_reset_deletes(tmp_path: Pat
     data = tmp_path / "data"
     assert "new database" in prepare_data_dir(data, reset=False, fresh_store=True)
     _db(data / "driftline.db", "run-1")
+    (data / "driftline.db-lake" / "calls").mkdir(parents=True)  # run 1's sealed hours
     line = prepare_data_dir(data, reset=False, fresh_store=True)
     assert "driftline.previous.db" in line and not (data / "driftline.db").exists()
+    # the lake goes with its database: run 2 must not read run 1's hours
+    assert not (data / "driftline.db-lake").exists()
+    assert (data / "driftline.previous.db-lake" / "calls").is_dir()
     with sqlite3.connect(data / "driftline.previous.db") as db:
         assert db.execute("SELECT v FROM t").fetchone() == ("run-1",)
     _db(data / "driftline.db", "run-2")

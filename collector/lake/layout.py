@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, cast
 
 import fsspec
 import pyarrow as pa
-from sqlalchemy import Table
+from sqlalchemy import Table, make_url
+from sqlalchemy.exc import ArgumentError
 
 from collector.store import arrowfetch
 from collector.store.models import LLMCall
@@ -45,15 +47,23 @@ _CALLS = cast(Table, LLMCall.__table__)
 
 
 def default_lake_url(database_url: str) -> str:
-    """The lake used when ``DRIFTLINE_LAKE_URL`` is unset: a ``lake`` folder next to a SQLite
-    store, else ``./driftline-data/lake``."""
+    """The lake used when ``DRIFTLINE_LAKE_URL`` is unset, one per store (a lake holds sealed
+    copies of one store's calls; two stores sharing one would read each other's hours):
+    ``<database file>-lake`` beside a SQLite store (``driftline.db-lake``, like its ``-wal``),
+    else ``./driftline-data/lake-<host>-<port>-<database>``."""
+    fallback = os.path.abspath("./driftline-data/lake")
     if database_url.startswith("sqlite"):
         try:
             _dialect, path = arrowfetch.adbc_target(database_url)
         except ValueError:
-            return os.path.abspath("./driftline-data/lake")
-        return os.path.join(os.path.dirname(os.path.abspath(path)), "lake")
-    return os.path.abspath("./driftline-data/lake")
+            return fallback
+        return os.path.abspath(path) + "-lake"
+    try:
+        u = make_url(database_url)
+    except ArgumentError:
+        return fallback
+    ident = "-".join(str(x) for x in (u.host or "local", u.port or "", u.database or "") if x)
+    return f"{fallback}-{re.sub(r'[^A-Za-z0-9._-]', '_', ident)}"
 
 
 def calls_schema() -> pa.Schema:

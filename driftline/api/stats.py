@@ -10,7 +10,7 @@ import re
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from collector.auth import ForbiddenError, Principal
 from collector.errors import BadRequestError
@@ -19,6 +19,7 @@ from collector.lake import stats as lake_stats
 from collector.store import analytics
 from driftline.api.calls import parse_time
 from driftline.api.deps import CurrentPrincipal, State
+from driftline.api.params import reject_unknown_params
 
 router = APIRouter(prefix="/api/v1", tags=["stats"])
 
@@ -63,7 +64,11 @@ def _range(since: str | None, until: str | None) -> tuple[int | None, int | None
     return since_ns, until_ns
 
 
-@router.get("/stats", summary="Call KPIs (latency percentiles, rates, tokens, cost) per group")
+@router.get(
+    "/stats",
+    summary="Call KPIs (latency percentiles, rates, tokens, cost) per group",
+    dependencies=[Depends(reject_unknown_params)],
+)
 def stats(
     state: State,
     principal: CurrentPrincipal,
@@ -126,7 +131,11 @@ def stats(
     return _page(items)
 
 
-@router.get("/stats/engine", summary="Engine KPIs (KV cache, queue, prefix cache, spec decode)")
+@router.get(
+    "/stats/engine",
+    summary="Engine KPIs (KV cache, queue, prefix cache, spec decode)",
+    dependencies=[Depends(reject_unknown_params)],
+)
 def engine(
     state: State,
     principal: CurrentPrincipal,

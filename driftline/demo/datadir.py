@@ -14,14 +14,22 @@ from pathlib import Path
 
 DB = "driftline.db"
 PREVIOUS = "driftline.previous.db"
-#: SQLite's side files of a database (write-ahead log, shared memory)
-_SIDES = ("", "-wal", "-shm", "-journal")
+#: SQLite's side files of a database (write-ahead log, shared memory) and its lake (a folder
+#: of sealed hours: collector.lake.layout.default_lake_url)
+_SIDES = ("", "-wal", "-shm", "-journal", "-lake")
 #: what a demo run writes into its data folder, besides the databases
 _RUN_FILES = ("demo-summary.json", "gateway.yaml", "receivers.toml", "collector.log")
 
 
 def _db_files(data_dir: Path, name: str) -> list[Path]:
     return [data_dir / f"{name}{side}" for side in _SIDES if (data_dir / f"{name}{side}").exists()]
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def prepare_data_dir(data_dir: Path, *, reset: bool, fresh_store: bool) -> str:
@@ -36,7 +44,7 @@ def prepare_data_dir(data_dir: Path, *, reset: bool, fresh_store: bool) -> str:
     data_dir.mkdir(parents=True, exist_ok=True)
     if reset:
         for path in _db_files(data_dir, DB) + _db_files(data_dir, PREVIOUS):
-            path.unlink()
+            _remove(path)
         for name in _RUN_FILES:
             (data_dir / name).unlink(missing_ok=True)
         shutil.rmtree(data_dir / "logs", ignore_errors=True)
@@ -50,7 +58,7 @@ def prepare_data_dir(data_dir: Path, *, reset: bool, fresh_store: bool) -> str:
             "--reset starts empty)"
         )
     for path in _db_files(data_dir, PREVIOUS):
-        path.unlink()
+        _remove(path)
     for path in existing:
         path.rename(data_dir / path.name.replace(DB, PREVIOUS, 1))
     return (

@@ -325,6 +325,7 @@ def test_thumbs_down_rate_uses_latest_vote_per_user(
         ({"bucket": "0.5s"}, "bucket"),
         ({"since": "yesterday"}, "since"),
         ({"since": "20", "until": "10"}, "until"),
+        ({"modle": "gpt-4o"}, "modle"),  # a typo is a 400, not every call
     ],
 )
 def test_bad_parameters_are_400(client: TestClient, params: dict[str, str], needle: str) -> None:

@@ -194,3 +194,14 @@ def test_stats_summary_refused_when_not_answerable(store: tuple[str, Any]) -> No
         stats.call_stats(url, lake, "default", group_by=["model"], bucket_s=60, source="summary")
     rows = stats.call_stats(url, lake, "default", group_by=["model"], bucket_s=60)
     assert {r["source"] for r in rows} == {"raw"}
+
+
+def test_default_lake_is_one_per_store(tmp_path: Path) -> None:
+    """Two stores never share a default lake: a collector on database B read the hours that a
+    collector on database A had sealed into ./driftline-data/lake (wrong stats on B)."""
+    pg = "postgresql+psycopg://postgres@127.0.0.1:5432/"
+    assert layout.default_lake_url(pg + "a") != layout.default_lake_url(pg + "b")
+    assert layout.default_lake_url(f"sqlite:///{tmp_path}/x.db") == f"{tmp_path}/x.db-lake"
+    assert layout.default_lake_url(f"sqlite:///{tmp_path}/x.db") != layout.default_lake_url(
+        f"sqlite:///{tmp_path}/x.previous.db"
+    )
