@@ -124,8 +124,22 @@ def run_command(
     show_default=True,
     help="Refusal rate before a rare-rate-3x change.",
 )
+@click.option(
+    "--change-hours",
+    type=click.FloatRange(0, 25, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Hours between the start of the change (shift, rare-rate-3x) and the run; 1 = the "
+    "change began with the current window.",
+)
 def simulate_command(
-    scenario: str, calls_per_hour: float, runs: int, seed: int, rho: float, base_rate: float
+    scenario: str,
+    calls_per_hour: float,
+    runs: int,
+    seed: int,
+    rho: float,
+    base_rate: float,
+    change_hours: float,
 ) -> None:
     """Simulated drift runs at the default settings (24 h reference, 1 h current window),
     printing RESULT lines: false_alarm_rate per signal per run, or detection_rate."""
@@ -133,7 +147,7 @@ def simulate_command(
 
     res = simulate(
         scenario, calls_per_hour, runs, seed, rho=rho, base_rate=base_rate,
-        settings=load_drift_settings(),
+        change_hours=change_hours, settings=load_drift_settings(),
     )  # fmt: skip
     for line in result_lines(res):
         click.echo(line)
