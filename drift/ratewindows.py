@@ -91,7 +91,10 @@ def windowed_rate_test(
             reaches back (> 0); empty: the current window alone (plain ``rate_test``).
         min_samples: fewest calls on each side of a window for that window's test; a window
             below it keeps its weight unused. ``insufficient_data`` when no window has enough.
-        alternative: as in :func:`~drift.calibrated.rate_test`.
+        alternative: of the current window's test, as in :func:`~drift.calibrated.rate_test`
+            (default two-sided: a drop, e.g. a guardrail that stopped firing, is seen there).
+        longer_alternative: of the longer windows' tests; default ``"greater"``: they exist to
+            see a harm build up (refusal, empty output, guardrail hit, thumbs-down rising).
 
     Returns:
         ``DriftResult`` (method ``rate_exact_windows``; ``rate_exact`` when ``lookbacks_s``

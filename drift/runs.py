@@ -64,7 +64,7 @@ class DriftSettings(BaseSettings):
         "also the chance that a run raises any drift alert (docs/drift-guarantees.md).",
     )
     rate_windows_hours: list[Annotated[float, Field(gt=0)]] = Field(
-        default_factory=lambda: [2.0, 3.0, 6.0],
+        default_factory=lambda: [2.0, 3.0],
         description="Longer windows (hours, ending now) in which rare proportions (refusal, "
         "empty output, guardrail hit, thumbs-down) are tested besides the current window, "
         "weighted Bonferroni; rolling reference only; [] = current window only "

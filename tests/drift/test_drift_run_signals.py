@@ -188,7 +188,7 @@ def test_scheduled_job_tests_a_rare_rate_over_longer_windows(
     client: TestClient, db_url: str
 ) -> None:
     """The production path (the scheduler's ``run_once``) tests refusal over the current hour
-    and the 2 / 3 / 6 h windows ending now when the reference is rolling: 2 refusals per hour
+    and the 2 / 3 h windows ending now when the reference is rolling: 2 refusals per hour
     for the last 3 hours (none before) are not significant in the current hour (p ~ 0.08) but
     are over 3 hours (6 of 6 events in a quarter of the calls). A pinned reference (range)
     tests the current hour only."""

@@ -15,7 +15,7 @@ from drift.simulate import hourly_result_lines, result_lines, simulate, simulate
 from drift.windows import NS, Windows
 
 H = 3600.0
-LOOKBACKS = (H, 2 * H, 5 * H)  # the defaults: windows of 2, 3 and 6 hours
+LOOKBACKS = (H, 2 * H)  # the defaults: windows of 2 and 3 hours
 
 
 def _hours(
@@ -95,21 +95,21 @@ def test_lookbacks_only_with_a_rolling_reference() -> None:
         return Windows(0, ref_h * hour, ref_h * hour, (ref_h + cur_h) * hour, kind)  # type: ignore[arg-type]
 
     assert rate_lookbacks_s(s, win("rolling")) == LOOKBACKS
-    assert rate_lookbacks_s(s, win("rolling", cur_h=2)) == (H, 4 * H)  # --since 2 h ago
-    assert rate_lookbacks_s(s, win("rolling", ref_h=4)) == (H, 2 * H)  # keep half the reference
+    assert rate_lookbacks_s(s, win("rolling", cur_h=2)) == (H,)  # --since 2 h ago
+    assert rate_lookbacks_s(s, win("rolling", ref_h=3)) == (H,)  # keep half the reference
+    six = DriftSettings.model_validate({"rate_windows_hours": [6, 3, 2, 2]})
+    assert rate_lookbacks_s(six, win("rolling")) == (H, 2 * H, 5 * H)
     assert rate_lookbacks_s(s, win("range")) == () == rate_lookbacks_s(s, win("deploy"))
     off = DriftSettings.model_validate({"rate_windows_hours": []})
     assert rate_lookbacks_s(off, win("rolling")) == ()
 
 
-@pytest.mark.parametrize(("change_hours", "floor"), [(3.0, 0.8), (6.0, 0.8)])
-def test_simulated_tripling_at_400_calls_per_hour_by_hours_since_the_change(
-    change_hours: float, floor: float
-) -> None:
-    """The issue's target (>= 80 % at 400 calls/h) holds for runs 3 h or more after the change;
-    1 h after it, the figure is ~0.4 (benchmarks/drift_calibration.py reports every delay)."""
-    res = simulate("rare-rate-3x", 400, 50, seed=21, change_hours=change_hours)
-    assert res.rates["refusal"] >= floor, result_lines(res)
+def test_simulated_tripling_at_400_calls_per_hour_three_hours_after_the_change() -> None:
+    """The issue's target (>= 80 % at 400 calls/h) holds for the run 3 h after the change; the
+    run 1 h after it flags ~0.4, 2 h after ~0.7 (benchmarks/drift_calibration.py reports every
+    delay)."""
+    res = simulate("rare-rate-3x", 400, 50, seed=21, change_hours=3.0)
+    assert res.rates["refusal"] >= 0.8, result_lines(res)
     assert max(v for k, v in res.rates.items() if k != "refusal") <= 1 / 50, result_lines(res)
 
 
