@@ -14,10 +14,10 @@ import math
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import Engine, func, select
 
@@ -63,7 +63,7 @@ class DriftSettings(BaseSettings):
         description="Benjamini–Hochberg level over every verdict of a run; on a quiet tenant "
         "also the chance that a run raises any drift alert (docs/drift-guarantees.md).",
     )
-    rate_windows_hours: list[Annotated[float, Field(gt=0)]] = Field(
+    rate_windows_hours: list[float] = Field(
         default_factory=lambda: [2.0, 3.0],
         description="Longer windows (hours, ending now) in which rare proportions (refusal, "
         "empty output, guardrail hit, thumbs-down) are tested besides the current window, "
@@ -74,6 +74,13 @@ class DriftSettings(BaseSettings):
     embedding_sample: int = Field(128, ge=1, description="Prompts per window × segment embedded.")
     seed: int | None = Field(None, description="Seed of the run's rng (None: fresh entropy).")
     alert: bool = Field(True, description="Emit drift_detected alert events.")
+
+    @field_validator("rate_windows_hours")
+    @classmethod
+    def _positive_hours(cls, value: list[float]) -> list[float]:
+        if any(not (math.isfinite(h) and h > 0) for h in value):
+            raise ValueError(f"every window must be a finite number of hours > 0, got {value}")
+        return value
 
     def extract_config(self) -> ExtractConfig:
         """The :class:`ExtractConfig` of these settings. Raises ValueError naming a field."""

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from collector.errors import ConfigError
 from drift.calibrated import rate_test
 from drift.ratewindows import CURRENT_WEIGHT, window_weights, windowed_rate_test
-from drift.runs import DriftSettings, rate_lookbacks_s
+from drift.runs import DriftSettings, load_drift_settings, rate_lookbacks_s
 from drift.simulate import hourly_result_lines, result_lines, simulate, simulate_hourly
 from drift.windows import NS, Windows
 
@@ -102,6 +103,8 @@ def test_lookbacks_only_with_a_rolling_reference() -> None:
     assert rate_lookbacks_s(s, win("range")) == () == rate_lookbacks_s(s, win("deploy"))
     off = DriftSettings.model_validate({"rate_windows_hours": []})
     assert rate_lookbacks_s(off, win("rolling")) == ()
+    with pytest.raises(ConfigError, match="DRIFTLINE_DRIFT_RATE_WINDOWS_HOURS"):
+        load_drift_settings(rate_windows_hours=[2.0, -1.0])
 
 
 def test_simulated_tripling_at_400_calls_per_hour_three_hours_after_the_change() -> None:
