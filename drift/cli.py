@@ -124,16 +124,51 @@ def run_command(
     show_default=True,
     help="Refusal rate before a rare-rate-3x change.",
 )
+@click.option(
+    "--change-hours",
+    type=click.FloatRange(0, 25, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Hours between the start of the change (shift, rare-rate-3x) and the run; 1 = the "
+    "change began with the current window.",
+)
+@click.option(
+    "--hourly-runs",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Instead: this many consecutive hourly runs per stream after the change (--runs "
+    "streams), printing detected_within_hours.K (shift, rare-rate-3x).",
+)
 def simulate_command(
-    scenario: str, calls_per_hour: float, runs: int, seed: int, rho: float, base_rate: float
+    scenario: str,
+    calls_per_hour: float,
+    runs: int,
+    seed: int,
+    rho: float,
+    base_rate: float,
+    change_hours: float,
+    hourly_runs: int,
 ) -> None:
     """Simulated drift runs at the default settings (24 h reference, 1 h current window),
     printing RESULT lines: false_alarm_rate per signal per run, or detection_rate."""
-    from drift.simulate import result_lines, simulate
+    from drift.simulate import hourly_result_lines, result_lines, simulate, simulate_hourly
 
+    if hourly_runs:
+        if scenario not in ("shift", "rare-rate-3x"):
+            raise click.BadParameter(
+                "needs --scenario shift or rare-rate-3x", param_hint="--hourly-runs"
+            )
+        hourly = simulate_hourly(
+            scenario, calls_per_hour, runs, seed, hours=hourly_runs, rho=rho,
+            base_rate=base_rate, settings=load_drift_settings(),
+        )  # fmt: skip
+        for line in hourly_result_lines(hourly):
+            click.echo(line)
+        return
     res = simulate(
         scenario, calls_per_hour, runs, seed, rho=rho, base_rate=base_rate,
-        settings=load_drift_settings(),
+        change_hours=change_hours, settings=load_drift_settings(),
     )  # fmt: skip
     for line in result_lines(res):
         click.echo(line)

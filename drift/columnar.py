@@ -3,7 +3,8 @@ arrays and category counts (what :func:`drift.runs.run_drift` evaluates).
 
 Windows in time order (``ordered`` numbers, ``reference_codes`` categories) or with judge weights
 are tested by the calibrated tests of :mod:`drift.calibrated` (block-calibrated rank test, exact
-rate test, Hájek z): every production verdict is then a p-value, and
+rate test — for rare proportions also over longer windows ending now, :mod:`drift.ratewindows`
+— Hájek z): every production verdict is then a p-value, and
 :func:`drift.report.assemble_report` applies one Benjamini–Hochberg step to all of them. Windows
 without time order (the list API :func:`drift.report.drift_report`, text samples) keep the
 selection table of :mod:`drift.report` (a test asserts both paths agree there); nulls are
@@ -26,6 +27,7 @@ from drift import calibrated
 from drift.coldetail import ColumnDetail, column_detail
 from drift.colwindow import ColumnWindow, Prepared, check_counts, expand, prepare, shares
 from drift.distances import MAX_UNBINNED_VALUES
+from drift.ratewindows import windowed_rate_test
 from drift.report import (
     DEFAULT_DRIFT_SHARE,
     DEFAULT_FDR_Q,
@@ -47,7 +49,9 @@ __all__ = [
 ]
 
 
-def _calibrated(w: ColumnWindow, min_samples: int) -> tuple[DriftResult, int, int] | None:
+def _calibrated(
+    w: ColumnWindow, min_samples: int, rate_lookbacks_s: Sequence[float] = ()
+) -> tuple[DriftResult, int, int] | None:
     """The calibrated test of ``w`` when it carries time order / codes / weights, else None."""
     if w.method is not None:
         return None
@@ -73,7 +77,13 @@ def _calibrated(w: ColumnWindow, min_samples: int) -> tuple[DriftResult, int, in
         cats = w.categories
         if set(cats) <= {True, False}:
             idx = cats.index(True) if True in cats else -2
-            res = calibrated.rate_test(ref_c == idx, cur_c == idx, min_samples=min_samples)
+            if rate_lookbacks_s and w.reference_age_s is not None:
+                age = np.asarray(w.reference_age_s, dtype=np.float64)[rc >= 0]
+                res = windowed_rate_test(
+                    ref_c == idx, cur_c == idx, age, rate_lookbacks_s, min_samples=min_samples
+                )
+            else:
+                res = calibrated.rate_test(ref_c == idx, cur_c == idx, min_samples=min_samples)
         else:
             res = calibrated.categorical_rate_test(ref_c, cur_c, min_samples=min_samples)
             if res.unseen_categories:
@@ -120,9 +130,10 @@ def _test(
     large_n: int,
     rng: np.random.Generator | None,
     prepared: Prepared | None = None,
+    rate_lookbacks_s: Sequence[float] = (),
 ) -> tuple[DriftResult, int, int]:
     """(result, reference nulls, current nulls) of one window."""
-    calibrated_result = _calibrated(w, min_samples)
+    calibrated_result = _calibrated(w, min_samples, rate_lookbacks_s)
     if calibrated_result is not None:
         return calibrated_result
     if w.kind == "numerical":
@@ -191,6 +202,7 @@ def column_report(
     drift_share: float = DEFAULT_DRIFT_SHARE,
     large_n: int = LARGE_REFERENCE,
     rng: np.random.Generator | None = None,
+    rate_lookbacks_s: Sequence[float] = (),
     _prepared: Mapping[int, Prepared] | None = None,
 ) -> DriftReport:
     """Test every signal × segment and summarise, as :func:`drift.report.drift_report`.
@@ -199,6 +211,9 @@ def column_report(
         windows: the columns; (signal, segment) pairs must be unique.
         min_samples, fdr_q, drift_share, large_n, rng: as in :func:`drift.report.drift_report`
             (BH at ``fdr_q`` across every p-value result; ``drift_share`` over evaluated ones).
+        rate_lookbacks_s: seconds before the current window's start that the longer windows of
+            a rare proportion reach back (:func:`drift.ratewindows.windowed_rate_test`, for
+            windows with ``reference_age_s``); empty: the current window only.
 
     Returns:
         ``DriftReport`` equal to ``drift_report`` on the same data written as lists.
@@ -222,7 +237,7 @@ def column_report(
         if key in seen:
             raise ValueError(f"windows contains {key!r} twice")
         seen.add(key)
-        raw.append((w, *_test(w, min_samples, large_n, rng, prepared.get(id(w)))))
+        raw.append((w, *_test(w, min_samples, large_n, rng, prepared.get(id(w)), rate_lookbacks_s)))
     return assemble_report(raw, fdr_q=fdr_q, drift_share=drift_share)
 
 
@@ -234,6 +249,7 @@ def evaluate_columns(
     drift_share: float = DEFAULT_DRIFT_SHARE,
     large_n: int = LARGE_REFERENCE,
     rng: np.random.Generator | None = None,
+    rate_lookbacks_s: Sequence[float] = (),
 ) -> tuple[DriftReport, tuple[ColumnDetail, ...]]:
     """:func:`column_report` plus :func:`column_detail` of every window, in input order.
 
@@ -248,6 +264,7 @@ def evaluate_columns(
         drift_share=drift_share,
         large_n=large_n,
         rng=rng,
+        rate_lookbacks_s=rate_lookbacks_s,
         _prepared=prepared,
     )
     details = tuple(

@@ -43,6 +43,10 @@ class ColumnWindow:
       (−1 = null), indexing ``categories`` → :func:`~drift.calibrated.rate_test` (categories
       ⊆ {False, True}) or :func:`~drift.calibrated.categorical_rate_test`; the counts are still
       required (details, histograms).
+    * ``reference_age_s``: shape (n_ref,) aligned with ``reference_codes``, seconds from each
+      reference call's start to the current window's start; with look-backs configured, a
+      two-category window is tested over longer windows too
+      (:func:`~drift.ratewindows.windowed_rate_test`).
     """
 
     signal: str
@@ -62,6 +66,7 @@ class ColumnWindow:
     reference_codes: NDArray[np.int64] | None = None
     current_codes: NDArray[np.int64] | None = None
     categories: tuple[Hashable, ...] = ()
+    reference_age_s: NDArray[np.float64] | None = None
 
 
 def numbers(values: NDArray[np.float64] | None, name: str) -> tuple[NDArray[np.float64], int]:

@@ -101,15 +101,23 @@ def _codes(col: pa.ChunkedArray) -> tuple[NDArray[np.int64], tuple[Hashable, ...
 
 
 def categorical_columns(
-    con: duckdb.DuckDBPyConnection, names: Sequence[str], segments: Segments
+    con: duckdb.DuckDBPyConnection,
+    names: Sequence[str],
+    segments: Segments,
+    current_start_ns: int,
 ) -> list[ColumnWindow]:
-    """Categorical signals per segment: counts (details) and codes in time order (tests)."""
+    """Categorical signals per segment: counts (details), codes in time order (tests) and each
+    reference call's age, seconds before ``current_start_ns`` (look-back windows of rare
+    proportions, :mod:`drift.ratewindows`; 0 for a call at or after it)."""
     if not names:
         return []
     t = _ordered(con, names)
     coded = {n: _codes(t.column(n)) for n in names}
+    start = t.column("t").to_numpy(zero_copy_only=False).astype(np.int64)
+    age_s = np.maximum(current_start_ns - start, 0).astype(np.float64) / 1e9
     out: list[ColumnWindow] = []
     for _, label, (r, c) in _slices(t, segments):
+        ref_age = age_s[r]
         for n in names:
             codes, cats = coded[n]
             rc, cc = codes[r], codes[c]
@@ -128,6 +136,7 @@ def categorical_columns(
                     reference_codes=rc,
                     current_codes=cc,
                     categories=cats,
+                    reference_age_s=ref_age,
                 )
             )
     return out

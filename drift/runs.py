@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import Engine, func, select
 
@@ -63,12 +63,26 @@ class DriftSettings(BaseSettings):
         description="Benjamini–Hochberg level over every verdict of a run; on a quiet tenant "
         "also the chance that a run raises any drift alert (docs/drift-guarantees.md).",
     )
+    rate_windows_hours: list[float] = Field(
+        default_factory=lambda: [2.0, 3.0],
+        description="Longer windows (hours, ending now) in which rare proportions (refusal, "
+        "empty output, guardrail hit, thumbs-down) are tested besides the current window, "
+        "weighted Bonferroni; rolling reference only; [] = current window only "
+        "(docs/drift-guarantees.md).",
+    )
     text_sample: int = Field(200, ge=1, description="Texts per window × segment for language.")
     embedding_sample: int = Field(
         128, ge=1, description="Prompts, and answers, per window × segment embedded."
     )
     seed: int | None = Field(None, description="Seed of the run's rng (None: fresh entropy).")
     alert: bool = Field(True, description="Emit drift_detected alert events.")
+
+    @field_validator("rate_windows_hours")
+    @classmethod
+    def _positive_hours(cls, value: list[float]) -> list[float]:
+        if any(not (math.isfinite(h) and h > 0) for h in value):
+            raise ValueError(f"every window must be a finite number of hours > 0, got {value}")
+        return value
 
     def extract_config(self) -> ExtractConfig:
         """The :class:`ExtractConfig` of these settings. Raises ValueError naming a field."""
@@ -80,6 +94,23 @@ class DriftSettings(BaseSettings):
             text_sample=self.text_sample,
             embedding_sample=self.embedding_sample,
         )
+
+
+def rate_lookbacks_s(settings: DriftSettings, windows: Windows) -> tuple[float, ...]:
+    """Seconds before the current window's start that the rare-rate windows reach back.
+
+    One per ``settings.rate_windows_hours`` entry longer than the current window: its length
+    minus the current window's, kept when at most half the reference (the reference keeps the
+    majority of its calls). Empty unless the reference is rolling: only then does it end where
+    the current window starts (a deploy reference ends there too, but its calls are the other
+    side of the deploy). Input of :func:`drift.ratewindows.windowed_rate_test`.
+    """
+    if windows.reference_kind != "rolling":
+        return ()
+    cur_s = (windows.current_end_ns - windows.current_start_ns) / NS
+    ref_s = (windows.reference_end_ns - windows.reference_start_ns) / NS
+    lookbacks = {h * 3600.0 - cur_s for h in settings.rate_windows_hours}
+    return tuple(sorted(x for x in lookbacks if 0.0 < x <= ref_s / 2))
 
 
 def load_drift_settings(**overrides: Any) -> DriftSettings:
@@ -294,7 +325,11 @@ def run_drift(
     try:
         ex: Extraction = extract(database_url, tenant, windows, config, rng=rng)
         report, details = evaluate_columns(
-            ex.columns, min_samples=settings.min_samples, fdr_q=settings.fdr_q, rng=rng
+            ex.columns,
+            min_samples=settings.min_samples,
+            fdr_q=settings.fdr_q,
+            rng=rng,
+            rate_lookbacks_s=rate_lookbacks_s(settings, windows),
         )
         rows = [
             _result_row(tenant, run_id, i, r, d, ex.segment_keys.get(r.segment, {}))

@@ -324,7 +324,7 @@ def _build(
         segments,
     )
     cats = [s for s in ("finish_reason", *PROPORTION_SIGNALS) if s in wanted]
-    columns += categorical_columns(con, cats, segments)
+    columns += categorical_columns(con, cats, segments, windows.current_start_ns)
     if has_out or has_in:
         columns += sampled_text_columns(con, config, segments, skipped, rng)
     return Extraction(

@@ -182,3 +182,47 @@ def test_scheduled_job_stores_a_rolling_run(client: TestClient, db_url: str) -> 
     assert len(items) == 1 and items[0]["trigger"] == "schedule" and items[0]["status"] == "ok"
     assert items[0]["reference"]["kind"] == "rolling"
     assert items[0]["n_reference_calls"] + items[0]["n_current_calls"] == 40
+
+
+def test_scheduled_job_tests_a_rare_rate_over_longer_windows(
+    client: TestClient, db_url: str
+) -> None:
+    """The production path (the scheduler's ``run_once``) tests refusal over the current hour
+    and the 2 / 3 h windows ending now when the reference is rolling: 2 refusals per hour
+    for the last 3 hours (none before) are not significant in the current hour (p ~ 0.08) but
+    are over 3 hours (6 of 6 events in a quarter of the calls). A pinned reference (range)
+    tests the current hour only."""
+    import time
+
+    now = time.time_ns()
+    spans: list[Any] = []
+    for h in range(13):  # 12 h reference, 1 h current, 40 calls per hour
+        refusals = 2 if h >= 10 else 0
+        hour = _spans(40 - refusals, 0, "gpt-4o", "stop", "Sure, here it is.", 1000 * h)
+        hour += _spans(refusals, 0, "gpt-4o", "stop", "I'm sorry, I can't help with that.",
+                       1000 * h + 500)  # fmt: skip
+        for k, s in enumerate(hour):  # spread over the hour, a minute clear of its edges
+            start = now - (13 - h) * HOUR + 60 * 10**9 + k * ((HOUR - 120 * 10**9) // 40)
+            s["startTimeUnixNano"], s["endTimeUnixNano"] = str(start), str(start + 10**9)
+        spans += hour
+    _post(client, spans)
+    engine = store_engine.make_engine(db_url)
+    ctx = JobContext(client.app.state.driftline.settings, engine, CollectorRegistry())  # type: ignore[attr-defined]
+    base = {"current_hours": 1.0, "reference_hours": 12.0, "signals": ["refusal"], "seed": 1}
+    ref_start_s = (now - 12 * HOUR) / 1e9
+    pinned = f"{ref_start_s}..{ref_start_s + 11.5 * 3600}"  # not adjacent to the current window
+    try:
+        run_once(ctx, DriftSettings.model_validate(base))
+        run_once(ctx, DriftSettings.model_validate({**base, "reference": pinned}))
+    finally:
+        engine.dispose()
+    items = client.get("/api/v1/drift/runs").json()["items"]
+    by_kind = {}
+    for item in items:
+        run = client.get(f"/api/v1/drift/runs/{item['run_id']}").json()
+        (row,) = [r for r in run["results"] if r["signal"] == "refusal"]
+        by_kind[item["reference"]["kind"]] = row
+    rolling, pinned_row = by_kind["rolling"], by_kind["range"]
+    assert rolling["method"] == "rate_exact_windows" and rolling["drifted"] is True
+    assert rolling["n_current"] == 120 and rolling["pvalue"] < 0.01  # the 3 h window decided
+    assert pinned_row["method"] == "rate_exact" and pinned_row["drifted"] is False
