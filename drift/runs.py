@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 from sqlalchemy import Engine, func, select
 
 from collector.errors import ConfigError
@@ -121,6 +122,11 @@ def load_drift_settings(**overrides: Any) -> DriftSettings:
     """
     try:
         return DriftSettings(**{k: v for k, v in overrides.items() if v is not None})
+    except SettingsError as exc:  # e.g. DRIFTLINE_DRIFT_RATE_WINDOWS_HOURS=2,3 (not JSON)
+        raise ConfigError(
+            f"invalid drift configuration: {exc} (list and dict values are JSON, e.g. "
+            "DRIFTLINE_DRIFT_RATE_WINDOWS_HOURS='[2, 3]')"
+        ) from None
     except ValidationError as exc:
         problems = "; ".join(
             f"DRIFTLINE_DRIFT_{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"

@@ -9,17 +9,20 @@ queue for other reviewers and is not offered again to the one who skipped it.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, and_, exists, insert, or_, select, update
 
+from collector.errors import ConfigError
 from collector.store.models import LLMCall
 from collector.store.models.judges import HumanLabel, ReviewItem
 from judges.errors import JudgeError
-from judges.rubrics import Rubric
+from judges.rubrics import Rubric, RubricError
 from judges.score_configs import config_of_rubric
-from judges.settings import JudgeSettings
+from judges.settings import ENV_PREFIX as JUDGE_ENV_PREFIX
+from judges.user_rubrics import all_rubrics
 
 
 class ReviewNotFoundError(JudgeError):
@@ -61,9 +64,18 @@ class StoredLabel:
 
 
 def configured_rubrics() -> dict[str, Rubric]:
-    """The rubrics a review item may name: shipped ones plus ``DRIFTLINE_JUDGE_RUBRIC_DIR``'s
-    (the same set the judge worker scores with). Raises RubricError on a bad rubric file."""
-    return JudgeSettings().all_rubrics()
+    """The rubrics a review item or an outside score may name: shipped ones plus those in
+    ``DRIFTLINE_JUDGE_RUBRIC_DIR`` (the same set the judge worker scores with). Reads only that
+    variable: the rest of the judge configuration is the worker's to validate.
+
+    Raises:
+        ConfigError: a rubric file in the folder is invalid (the message names the variable).
+    """
+    folder = os.environ.get(f"{JUDGE_ENV_PREFIX}RUBRIC_DIR") or None
+    try:
+        return all_rubrics(folder)
+    except RubricError as exc:
+        raise ConfigError(f"{JUDGE_ENV_PREFIX}RUBRIC_DIR: {exc}") from None
 
 
 def _rubric(name: str, rubrics: dict[str, Rubric] | None) -> Rubric:
@@ -96,9 +108,9 @@ def next_item(
     """Claim the next review item of ``tenant`` for ``reviewer`` for ``lease_s`` seconds.
 
     An item the reviewer already holds is returned again (lease renewed). Audit items first, then
-    oldest. None when the queue is empty. ``rubrics``: the rubrics items may name (default
-    :func:`configured_rubrics`). Raises ValueError naming the parameter for an empty
-    ``reviewer`` or ``lease_s`` <= 0, ReviewConflictError for an item whose rubric is not loaded.
+    oldest; items on a rubric not in ``rubrics`` (default :func:`configured_rubrics`) are left
+    in the queue. None when the queue is empty. Raises ValueError naming the parameter for an
+    empty ``reviewer`` or ``lease_s`` <= 0.
     """
     if not reviewer:
         raise ValueError("reviewer must be non-empty")
@@ -106,6 +118,7 @@ def next_item(
         raise ValueError("lease_s must be > 0")
     now = now or dt.datetime.now(dt.UTC)
     expires = now + dt.timedelta(seconds=lease_s)
+    known = configured_rubrics() if rubrics is None else rubrics
     skipped_by_me = exists().where(
         HumanLabel.review_item_id == ReviewItem.id,
         HumanLabel.reviewer == reviewer,
@@ -128,6 +141,9 @@ def next_item(
         )
         if rubric is not None:
             query = query.where(ReviewItem.rubric == rubric)
+        # an item on a rubric this process has not loaded is left for one that has (claiming
+        # it here would fail and, first in the order, block the whole queue)
+        query = query.where(ReviewItem.rubric.in_(sorted(known)))
         if conn.dialect.name == "postgresql":
             query = query.with_for_update(skip_locked=True)
         for (item_id,) in conn.execute(query).all():
@@ -137,7 +153,7 @@ def next_item(
                 .values(status="claimed", lease_owner=reviewer, lease_expires_at=expires)
             ).rowcount
             if taken:
-                return _task(conn, item_id, expires, rubrics)
+                return _task(conn, item_id, expires, known)
     return None
 
 

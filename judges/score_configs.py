@@ -55,6 +55,8 @@ class ScoreConfig:
                 value = _BOOL_LABELS[label.lower()]
             if value not in (0, 1):
                 raise ValueError(f"score {self.name!r} is boolean: value must be 0 or 1")
+            if label is None:  # the rubric's own word (pass / fail) when it has one
+                label = {v: lb for lb, v in self.categories}.get(float(value))
             return float(value), label if label is not None else ("true" if value else "false")
         labels = dict(self.categories)
         if label is None:

@@ -34,6 +34,8 @@ SHARED = REPO.parent / "shared"
 CASES = SHARED / "cases"
 PRICE_FIXTURE = CASES / "00_price_table.json"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
+#: where make_settings puts a PostgreSQL store's lake (outside the checkout; removed with it)
+_TEST_LAKES = Path(tempfile.gettempdir()) / "driftline-test-lakes"
 
 
 #: the serving tier's venv (``make serving``): the ``vllm``-marked tests need it
@@ -121,6 +123,7 @@ def pg_url(_pg_template: str) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        shutil.rmtree(_TEST_LAKES / name, ignore_errors=True)  # make_settings' lake
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -144,7 +147,7 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
     }
     if not database_url.startswith("sqlite"):  # a lake of its own, outside the checkout
         name = database_url.rsplit("/", 1)[-1].split("?", 1)[0]
-        values["lake_url"] = str(Path(tempfile.gettempdir()) / "driftline-test-lakes" / name)
+        values["lake_url"] = str(_TEST_LAKES / name)
     values.update(overrides)
     return Settings(**values)
 

@@ -17,6 +17,7 @@ files (Spark and Trino take them from the path).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import re
 import urllib.parse
@@ -63,6 +64,9 @@ def default_lake_url(database_url: str) -> str:
     except ArgumentError:
         return fallback
     ident = "-".join(str(x) for x in (u.host or "local", u.port or "", u.database or "") if x)
+    if u.query:  # e.g. ?options=-csearch_path=... selects another store in the same database
+        query = "&".join(f"{k}={v}" for k, v in sorted(u.query.items()))
+        ident += "-" + hashlib.sha256(query.encode()).hexdigest()[:12]
     return f"{fallback}-{re.sub(r'[^A-Za-z0-9._-]', '_', ident)}"
 
 

@@ -126,7 +126,7 @@ def test_review_and_scores_use_the_user_rubrics_score_config(
     monkeypatch.setenv("DRIFTLINE_JUDGE_RUBRIC_DIR", str(folder))
     run = record(lambda p: agent_run(p, session="s", t0=1_780_000_000_000_000_000))
     send(client, run, expect_calls=2)
-    call = client.get("/api/v1/calls").json()["items"][0]
+    call, other = client.get("/api/v1/calls").json()["items"][:2]
     engine = client.app.state.driftline.engine  # type: ignore[attr-defined]
     item_id = queue_review_item(engine, call, rubric="tone")
     task = client.get("/api/v1/review/next", params={"reviewer": "ana"}).json()["item"]
@@ -147,3 +147,11 @@ def test_review_and_scores_use_the_user_rubrics_score_config(
     monkeypatch.delenv("DRIFTLINE_JUDGE_RUBRIC_DIR")
     gone = client.get("/api/v1/review/next", params={"reviewer": "bob"})
     assert gone.status_code == 200 and gone.json()["item"] is None  # labelled, queue empty
+    # without the folder, an item on "tone" waits for a process that has it: it must not
+    # block the items behind it (it sorts first and failed every claim)
+    queue_review_item(engine, other, rubric="tone")
+    behind = queue_review_item(engine, other, rubric="harmlessness")
+    nxt = client.get("/api/v1/review/next", params={"reviewer": "bob"})
+    assert nxt.status_code == 200 and nxt.json()["item"]["id"] == behind
+    done = client.post(f"/api/v1/review/{behind}", json={"reviewer": "bob", "score": 1})
+    assert done.json()["label"] == "pass"  # the rubric's word, as the judge's labels

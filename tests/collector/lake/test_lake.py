@@ -205,3 +205,5 @@ def test_default_lake_is_one_per_store(tmp_path: Path) -> None:
     assert layout.default_lake_url(f"sqlite:///{tmp_path}/x.db") != layout.default_lake_url(
         f"sqlite:///{tmp_path}/x.previous.db"
     )
+    schema = pg + "a?options=-csearch_path%3Dother"
+    assert layout.default_lake_url(schema) != layout.default_lake_url(pg + "a")
