@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -123,9 +124,11 @@ def load_drift_settings(**overrides: Any) -> DriftSettings:
     try:
         return DriftSettings(**{k: v for k, v in overrides.items() if v is not None})
     except SettingsError as exc:  # e.g. DRIFTLINE_DRIFT_RATE_WINDOWS_HOURS=2,3 (not JSON)
+        field = re.search(r'field "(\w+)"', str(exc))
+        name = f"DRIFTLINE_DRIFT_{field.group(1).upper()}" if field else "a DRIFTLINE_DRIFT_* value"
         raise ConfigError(
-            f"invalid drift configuration: {exc} (list and dict values are JSON, e.g. "
-            "DRIFTLINE_DRIFT_RATE_WINDOWS_HOURS='[2, 3]')"
+            f"invalid drift configuration: {name} cannot be parsed; list and dict values are "
+            "JSON, e.g. DRIFTLINE_DRIFT_RATE_WINDOWS_HOURS='[2, 3]'"
         ) from None
     except ValidationError as exc:
         problems = "; ".join(

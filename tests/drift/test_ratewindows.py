@@ -124,3 +124,9 @@ def test_consecutive_hourly_runs_flag_a_tripling_within_three_hours() -> None:
     assert max(res.false_alarm_rates.values()) <= 1 / 90, hourly_result_lines(res)
     with pytest.raises(ValueError, match="scenario"):
         simulate_hourly("stationary", 400, 1, seed=0)
+
+
+def test_a_list_that_is_not_json_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DRIFTLINE_DRIFT_RATE_WINDOWS_HOURS", "2,3")
+    with pytest.raises(ConfigError, match="RATE_WINDOWS_HOURS.*JSON"):
+        load_drift_settings()
