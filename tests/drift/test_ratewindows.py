@@ -128,5 +128,5 @@ def test_consecutive_hourly_runs_flag_a_tripling_within_three_hours() -> None:
 
 def test_a_list_that_is_not_json_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DRIFTLINE_DRIFT_RATE_WINDOWS_HOURS", "2,3")
-    with pytest.raises(ConfigError, match="RATE_WINDOWS_HOURS.*JSON"):
+    with pytest.raises(ConfigError, match=r"RATE_WINDOWS_HOURS.*JSON"):
         load_drift_settings()
