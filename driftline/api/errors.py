@@ -1,7 +1,9 @@
 """Mapping of collector errors to HTTP responses (the only place that does this).
 
-REST routes answer ``{"error": {"code": ..., "message": ...}}``; the OTLP route answers a
-``google.rpc.Status`` in the request's own content type (OTLP/HTTP spec, "Failures").
+REST routes answer ``{"error": {"code": ..., "message": ...}}`` (a ``ConfigError`` met while
+serving is 503 ``server_misconfigured``: an operator, not the client, must fix the variable it
+names); the OTLP route answers a ``google.rpc.Status`` in the request's own content type
+(OTLP/HTTP spec, "Failures").
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collector.errors import (
     BadRequestError,
     BodyTooLargeError,
     CollectorError,
+    ConfigError,
     ConflictError,
     DecodeError,
     NotFoundError,
@@ -42,10 +45,13 @@ _STATUS: list[tuple[type[CollectorError], int, str, int]] = [
     (UnsupportedMediaError, 415, "unsupported_media_type", code_pb2.INVALID_ARGUMENT),
     (QueueFullError, 503, "overloaded", code_pb2.UNAVAILABLE),
     (StoreUnavailableError, 503, "store_unavailable", code_pb2.UNAVAILABLE),
+    # not the client's fault and not a bug: an operator must fix a DRIFTLINE_* variable
+    (ConfigError, 503, "server_misconfigured", code_pb2.UNAVAILABLE),
 ]
 
 
 def classify(exc: CollectorError) -> tuple[int, str, int]:
+    """(HTTP status, REST error code, google.rpc code) of ``exc``; unknown kinds are 500."""
     for cls, status, code, rpc in _STATUS:
         if isinstance(exc, cls):
             return status, code, rpc
@@ -82,7 +88,9 @@ def install(app: FastAPI) -> None:
         retry = getattr(exc, "retry_after_s", None)
         if retry is not None:
             headers = {"Retry-After": str(retry)}
-        if status >= 500 and status != 503:
+        if isinstance(exc, ConfigError):  # one line; the message names the variable
+            log.error("server misconfigured on %s: %s", request.url.path, exc)
+        elif status >= 500 and status != 503:
             log.error("internal error on %s: %r", request.url.path, exc)
         return error_response(request, status, code, str(exc), rpc, headers)
 
