@@ -11,6 +11,11 @@ class ConfigError(CollectorError):
     """Bad configuration; the message names the environment variable."""
 
 
+class MigrationError(CollectorError):
+    """A schema migration cannot run as asked (unknown or ambiguous revision); the message
+    says why and what to give instead."""
+
+
 class DecodeError(CollectorError):
     """An OTLP body could not be decoded (HTTP 400 / gRPC INVALID_ARGUMENT)."""
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from collector.errors import MigrationError
 from collector.settings import load_settings
 from collector.store import engine as store_engine
 
@@ -91,17 +92,25 @@ def db() -> None:
 def db_upgrade(revision: str, database_url: str | None) -> None:
     """Migrate the store up to REVISION (default: all heads)."""
     settings = load_settings(database_url=database_url)
-    store_engine.upgrade(settings.database_url, revision)
+    try:
+        store_engine.upgrade(settings.database_url, revision)
+    except MigrationError as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"at revision {store_engine.current(settings.database_url)}")
 
 
-@db.command("downgrade")
-@click.argument("revision", default="-1")
+@db.command("downgrade", context_settings={"ignore_unknown_options": True})  # `-1` is no option
+@click.argument("revision")
 @click.option("--database-url", default=None)
 def db_downgrade(revision: str, database_url: str | None) -> None:
-    """Migrate the store down to REVISION (default: one step; `base` drops everything)."""
+    """Migrate the store down to REVISION: a revision id, `base` (drops everything),
+    `<revision>-N` or `<branch>@-N`. A bare `-N` is refused while several branch heads are
+    applied (`driftline db current` lists them)."""
     settings = load_settings(database_url=database_url)
-    store_engine.downgrade(settings.database_url, revision)
+    try:
+        store_engine.downgrade(settings.database_url, revision)
+    except MigrationError as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"at revision {store_engine.current(settings.database_url)}")
 
 

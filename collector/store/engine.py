@@ -6,6 +6,7 @@ alembic programmatically against ``migrations/`` (which never imports project co
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,12 @@ import orjson
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from alembic.util import CommandError
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 import migrations
+from collector.errors import MigrationError
 
 
 def _json_dumps(obj: Any) -> str:
@@ -81,26 +84,55 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
+#: ``-N`` with no revision or branch before it: relative to *the* current revision (alembic's
+#: ``_relative_destination`` with neither ``branch@`` nor a symbol)
+_BARE_RELATIVE = re.compile(r"-\d+")
+
+
 def upgrade(url: str, revision: str = "heads") -> None:
-    """Migrate the database at ``url`` up to ``revision`` (default: every branch head)."""
+    """Migrate the database at ``url`` up to ``revision`` (default: every branch head).
+
+    Raises:
+        MigrationError: alembic cannot resolve ``revision`` (its message, no traceback).
+    """
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
             cfg = alembic_config(url)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
+    except CommandError as exc:
+        raise MigrationError(f"cannot upgrade to {revision!r}: {exc}") from None
     finally:
         engine.dispose()
 
 
-def downgrade(url: str, revision: str = "base") -> None:
-    """Migrate the database at ``url`` down to ``revision``."""
+def downgrade(url: str, revision: str) -> None:
+    """Migrate the database at ``url`` down to ``revision``: a revision id (everything above
+    it on its branch is removed), ``base`` (everything), ``<revision>-N`` or ``<branch>@-N``.
+
+    A bare ``-N`` is accepted only while one head is applied: the history has one branch per
+    package (``alerts``, ``calls``, ``search``, ...), and alembic would pick one of them.
+
+    Raises:
+        MigrationError: ``-N`` while several heads are applied (the message lists them), or a
+            revision alembic cannot resolve.
+    """
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
+            applied = sorted(MigrationContext.configure(conn).get_current_heads())
+            if _BARE_RELATIVE.fullmatch(revision) and len(applied) > 1:
+                raise MigrationError(
+                    f"downgrade {revision} is ambiguous: {len(applied)} heads are applied "
+                    f"({', '.join(applied)}); give a revision id, `<head>{revision}` "
+                    f"(e.g. {applied[-1]}{revision}) or `base`"
+                )
             cfg = alembic_config(url)
             cfg.attributes["connection"] = conn
             command.downgrade(cfg, revision)
+    except CommandError as exc:
+        raise MigrationError(f"cannot downgrade to {revision!r}: {exc}") from None
     finally:
         engine.dispose()
 
