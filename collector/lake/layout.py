@@ -71,7 +71,8 @@ def default_lake_url(database_url: str) -> str:
 
 
 def calls_schema() -> pa.Schema:
-    """Arrow schema of a sealed calls file (JSON columns as their JSON text)."""
+    """Arrow schema of a sealed calls file (JSON columns as their JSON text: schema v1; the
+    export's ``list<string>`` for ``finish_reasons``/``flags`` would be a retype, i.e. v2)."""
     fields = arrowfetch.column_schema(_CALLS, SEALED_COLUMNS)
     fields += [pa.field(n, pa.int64()) for n in DERIVED_COLUMNS]
     return pa.schema(fields)

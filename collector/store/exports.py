@@ -6,7 +6,8 @@ writers serve ``driftline export`` and the dashboard's download button.
 
 Formats: ``jsonl`` (one JSON object per line, nested fields as JSON), ``csv`` (RFC 4180 via
 :mod:`csv`; lists and objects as JSON text; null as an empty cell), ``parquet`` (pyarrow, one
-row group per page; nested fields as JSON text; column types from the store's schema).
+row group per page; column types from the store's schema; the call record's string lists
+``finish_reasons`` and ``flags`` as ``list<string>``, other nested fields as JSON text).
 """
 
 from __future__ import annotations
@@ -28,9 +29,14 @@ from collector.store.models.api import Feedback
 FORMATS = ("jsonl", "csv", "parquet")
 KINDS = ("calls", "traces", "feedback")
 PAGE = 1000
+#: JSON columns holding a list of strings, written to Parquet as ``list<string>``
+#: (``finish_reasons``: null when unknown, never empty; ``flags``: ``[]`` when none)
+STRING_LISTS = frozenset({"finish_reasons", "flags"})
 
 
 def _arrow_type(col: Any) -> pa.DataType:
+    if col.name in STRING_LISTS:
+        return pa.list_(pa.string())
     if isinstance(col.type, BigInteger | Integer):
         return pa.int64()
     if isinstance(col.type, Float):
@@ -128,6 +134,15 @@ def _flat(value: Any) -> Any:
     return orjson.dumps(value).decode() if isinstance(value, dict | list | tuple) else value
 
 
+def _parquet_value(name: str, value: Any) -> Any:
+    """``value`` of column ``name`` as its Parquet column takes it (see :data:`STRING_LISTS`)."""
+    if name not in STRING_LISTS:
+        return _flat(value)
+    if name == "finish_reasons" and not value:
+        return None  # unknown: the normaliser stores no empty list, older rows might
+    return value
+
+
 def write(
     pages: Iterable[list[dict[str, Any]]],
     kind: str,
@@ -167,7 +182,7 @@ def write(
             elif fmt == "csv":
                 writer.writerows([[_flat(r.get(k)) for k in names] for r in page])
             else:
-                cols = {k: [_flat(r.get(k)) for r in page] for k in names}
+                cols = {k: [_parquet_value(k, r.get(k)) for r in page] for k in names}
                 writer.write_table(pa.table(cols, schema=schema))
             total += len(page)
             if on_page is not None:

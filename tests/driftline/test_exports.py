@@ -7,10 +7,13 @@ import csv
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
 
 from driftline.cli import cli
 from tests.support.agent_traces import agent_run, record, send
@@ -78,3 +81,45 @@ def test_progress_bar_goes_to_stderr(client: TestClient, db_url: str, tmp_path: 
     lines = [x for x in r.stdout.splitlines() if x.startswith("{")]
     assert len(lines) == 2
     assert "wrote 2 calls to -" in r.stderr
+
+
+def _two_chats(provider: TracerProvider) -> None:
+    """One chat that reports its finish reasons, one that reports none."""
+    tracer = provider.get_tracer("chat-app")
+    for i, reasons in enumerate([("length", "stop"), None]):
+        t = T0 + i * 10**9
+        with tracer.start_as_current_span(
+            "chat gpt-4o-mini", kind=trace.SpanKind.CLIENT, start_time=t, end_on_exit=False
+        ) as s:
+            s.set_attributes(
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.provider.name": "openai",
+                    "gen_ai.request.model": "gpt-4o-mini",
+                    "gen_ai.usage.input_tokens": 10,
+                    "gen_ai.usage.output_tokens": 3,
+                    "gen_ai.conversation.id": f"conv-{i}",
+                }
+            )
+            if reasons is not None:
+                s.set_attribute("gen_ai.response.finish_reasons", reasons)
+            s.end(end_time=t + 200_000_000)
+
+
+def test_parquet_finish_reasons_and_flags_are_string_lists(
+    client: TestClient, db_url: str, tmp_path: Path
+) -> None:
+    send(client, record(_two_chats), expect_calls=2)
+    out = tmp_path / "calls.parquet"
+    args = ["export", "calls", "--format", "parquet", "--database-url", db_url, "--no-progress"]
+    r = CliRunner().invoke(cli, [*args, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    table = pq.read_table(out)
+    for name in ("finish_reasons", "flags"):
+        assert table.schema.field(name).type == pa.list_(pa.string()), name
+    rows = {x["session_id"]: x for x in table.to_pylist()}
+    assert rows["conv-0"]["finish_reasons"] == ["length", "stop"]
+    assert rows["conv-0"]["finish_reason"] == "length"
+    assert rows["conv-1"]["finish_reasons"] is None  # unknown: null, not "" nor []
+    assert rows["conv-1"]["finish_reason"] is None
+    assert all(isinstance(x["flags"], list) for x in rows.values())

@@ -86,6 +86,11 @@ def test_files_are_hive_partitioned_zstd_sorted_and_readable_without_driftline(
     ).fetchall()
     key = [(m is None, m or "", v is None, v or "", s) for m, v, s in rows]
     assert key == sorted(key)  # nulls last, as Arrow sorts
+    reasons = con.sql(  # v1 keeps string lists as JSON text; docs/lake.md's way to a list
+        "SELECT DISTINCT from_json(finish_reasons, '[\"VARCHAR\"]') AS r "
+        f"FROM read_parquet('{root}/tenant=default/**/*.parquet') ORDER BY r"
+    ).fetchall()
+    assert reasons == [(["error"],), (["stop"],)]
 
 
 def test_late_span_reseals_only_its_hour(store: tuple[str, Any]) -> None:
