@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import click
 
+from collector.lake.jobs import lake_of
 from collector.settings import load_settings
 from collector.store import engine as store_engine
+from drift.callreaders import ENGINES, CallReader, lake_reader, spark_reader, spark_session
+from drift.errors import DriftError
 from drift.runs import (
     RunSummary,
     load_drift_settings,
@@ -37,6 +41,27 @@ def _echo(summary: RunSummary) -> None:
         click.echo(f"  error: {summary.error}", err=True)
 
 
+def _reader(settings: Any, engine: str, spark_master: str) -> CallReader:
+    """The run's :data:`~drift.callreaders.CallReader` for ``--engine``; the Spark session is
+    started here, once for every run of the command."""
+    try:
+        lake = lake_of(settings)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="DRIFTLINE_LAKE_URL") from None
+    if engine == "duckdb":
+        return lake_reader(lake)
+    if lake is None:
+        raise click.BadParameter(
+            "needs the lake (DRIFTLINE_LAKE_ENABLED=true and a database on disk)",
+            param_hint="--engine spark",
+        )
+    try:
+        session = spark_session(spark_master)
+    except DriftError as exc:
+        raise click.ClickException(str(exc)) from None
+    return spark_reader(session, lake)
+
+
 @drift.command("run")
 @click.option("--once", is_flag=True, help="One run per tenant, then exit (default: loop).")
 @click.option("--since", default=None, help="Current window start: ISO 8601, unix s, or 2h ago.")
@@ -50,6 +75,19 @@ def _echo(summary: RunSummary) -> None:
 @click.option("--database-url", default=None, help="Overrides DRIFTLINE_DATABASE_URL.")
 @click.option("--seed", type=int, default=None, help="Seed of the run's random samples.")
 @click.option("--no-migrate", is_flag=True, help="Do not upgrade the schema first.")
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="duckdb",
+    show_default=True,
+    help="Who extracts the signal columns of sealed hours: DuckDB here, or a Spark session "
+    "(the hot tail always comes from the store; docs/lake.md).",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    help="Spark master for --engine spark (default: DRIFTLINE_DRIFT_SPARK_MASTER, local[2]).",
+)
 def run_command(
     once: bool,
     since: str | None,
@@ -59,14 +97,23 @@ def run_command(
     database_url: str | None,
     seed: int | None,
     no_migrate: bool,
+    engine: str,
+    spark_master: str | None,
 ) -> None:
     """Run the drift monitor: rolling (DRIFTLINE_DRIFT_REFERENCE_HOURS before the current
-    window) or pinned (--reference) reference vs the current window (--since .. --until)."""
+    window) or pinned (--reference) reference vs the current window (--since .. --until).
+    Sealed hours are read from the Parquet lake (DuckDB, or Spark with --engine spark), the
+    unsealed hot tail from the store."""
     settings = load_settings(database_url=database_url)
-    drift_settings = load_drift_settings(seed=seed, tenants=list(tenants) or None)
+    drift_settings = load_drift_settings(
+        seed=seed, tenants=list(tenants) or None, spark_master=spark_master
+    )
+    if spark_master is not None and engine != "spark":
+        raise click.BadParameter("only with --engine spark", param_hint="--spark-master")
+    read = _reader(settings, engine, drift_settings.spark_master)
     if not no_migrate:
         store_engine.upgrade(settings.database_url)
-    engine = store_engine.make_engine(settings.database_url)
+    db = store_engine.make_engine(settings.database_url)
     failed = False
     try:
         while True:
@@ -80,22 +127,24 @@ def run_command(
             except ValueError as exc:
                 raise click.BadParameter(str(exc), param_hint="--since/--until") from None
             horizon = (since_ns or now_ns) - int(drift_settings.reference_hours * 3600e9)
-            for tenant in monitored_tenants(engine, drift_settings, since_ns=horizon):
+            for tenant in monitored_tenants(db, drift_settings, since_ns=horizon):
                 try:
                     windows = resolve_windows(
-                        engine, tenant, drift_settings, now_ns=now_ns, reference=reference,
+                        db, tenant, drift_settings, now_ns=now_ns, reference=reference,
                         since_ns=since_ns,
                     )  # fmt: skip
                 except ValueError as exc:
                     raise click.BadParameter(str(exc), param_hint="--reference") from None
-                summary = run_drift(engine, settings.database_url, tenant, windows, drift_settings)
+                summary = run_drift(
+                    db, settings.database_url, tenant, windows, drift_settings, read=read
+                )
                 failed = failed or summary.status != "ok"
                 _echo(summary)
             if once:
                 break
             time.sleep(drift_settings.interval_s)
     finally:
-        engine.dispose()
+        db.dispose()
     if failed:
         raise SystemExit(1)
 

@@ -3,7 +3,7 @@
 ``s`` holds one row per call: ``win`` (0 reference, 1 current), ``seg_id`` (−1 = a segment
 beyond ``max_segments``), ``t`` (start, unix ns), the signals, and ``judge_pi`` (the judge
 sampler's inclusion probability of a judged call). Every column leaves DuckDB once as Arrow,
-ordered by (window, segment, start time), and is sliced per segment; all traffic (segment
+ordered by (window, segment, start time, ids), and is sliced per segment; all traffic (segment
 ``None``) is put back in time order with one stable argsort per window. Values therefore reach
 :mod:`drift.calibrated` in time order, which its block calibration needs.
 """
@@ -50,7 +50,10 @@ def _slices(
 
 def _ordered(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> pa.Table:
     return con.sql(
-        f"SELECT win, seg_id, t, {', '.join(names)} FROM s ORDER BY win, seg_id, t"
+        # ids break ties of start time: the order (and so block-calibrated tests) does not
+        # depend on the order in which the calls were read (lake and store parts)
+        f"SELECT win, seg_id, t, {', '.join(names)} FROM s "
+        "ORDER BY win, seg_id, t, trace_id, span_id"
     ).to_arrow_table()
 
 

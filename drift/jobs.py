@@ -6,7 +6,9 @@ import logging
 import time
 from typing import Any
 
+from collector.lake.jobs import lake_of
 from collector.scheduler import Job, JobContext
+from drift.callreaders import lake_reader
 from drift.runs import (
     DriftSettings,
     load_drift_settings,
@@ -22,8 +24,10 @@ def run_once(ctx: JobContext, settings: DriftSettings) -> None:
     """One scheduled pass: a rolling (or pinned) run per monitored tenant.
 
     A tenant whose windows cannot be resolved or whose run fails is logged and skipped; the
-    others still run (the job never dies on one bad tenant).
+    others still run (the job never dies on one bad tenant). Calls are read through the lake
+    when one is configured (sealed hours from Parquet, the hot tail from the store).
     """
+    read = lake_reader(lake_of(ctx.settings))
     now_ns = time.time_ns()
     horizon = now_ns - int((settings.current_hours + settings.reference_hours) * 3600e9)
     for tenant in monitored_tenants(ctx.engine, settings, since_ns=horizon):
@@ -31,7 +35,7 @@ def run_once(ctx: JobContext, settings: DriftSettings) -> None:
             windows = resolve_windows(ctx.engine, tenant, settings, now_ns=now_ns)
             summary = run_drift(
                 ctx.engine, ctx.settings.database_url, tenant, windows, settings,
-                trigger="schedule",
+                trigger="schedule", read=read,
             )  # fmt: skip
         except Exception:
             log.exception("drift: scheduled run of tenant %s failed", tenant)

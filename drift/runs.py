@@ -26,6 +26,7 @@ from sqlalchemy import Engine, func, select
 from collector.errors import ConfigError
 from collector.store import driftqueries
 from collector.store.models import LLMCall
+from drift.callreaders import DEFAULT_SPARK_MASTER, CallReader
 from drift.columnar import ColumnDetail, evaluate_columns
 from drift.errors import DriftError
 from drift.report import SignalResult
@@ -77,6 +78,12 @@ class DriftSettings(BaseSettings):
         128, ge=1, description="Prompts, and answers, per window × segment embedded."
     )
     seed: int | None = Field(None, description="Seed of the run's rng (None: fresh entropy).")
+    spark_master: str = Field(
+        DEFAULT_SPARK_MASTER,
+        min_length=1,
+        description="Spark master of `driftline drift run --engine spark` (local[N], "
+        "spark://host:7077, yarn, ...) when --spark-master is not given (docs/lake.md).",
+    )
     alert: bool = Field(True, description="Emit drift_detected alert events.")
 
     @field_validator("rate_windows_hours")
@@ -290,18 +297,21 @@ def run_drift(
     *,
     trigger: str = "cli",
     rng: np.random.Generator | None = None,
+    read: CallReader | None = None,
 ) -> RunSummary:
     """Run every configured signal × segment test for one tenant and store the run.
 
     Args:
         engine: SQLAlchemy engine of the store (run and result rows are written with it).
-        database_url: the same store's URL (calls are read through ADBC).
+        database_url: the same store's URL (the hot tail of calls is read through ADBC).
         tenant: whose calls.
         windows: reference and current windows.
         settings: signals, segments, thresholds, samples.
         trigger: ``cli`` | ``schedule`` (stored).
         rng: randomness of the samples and embedding tests (default: seeded by
             ``settings.seed``).
+        read: how the calls are read (:mod:`drift.callreaders`: the lake's sealed hours plus
+            the store's hot tail, on DuckDB or Spark; default: the store alone).
 
     Returns:
         :class:`RunSummary`; a failed extraction is stored as ``failed`` and returned with the
@@ -332,7 +342,7 @@ def run_drift(
             },
         )
     try:
-        ex: Extraction = extract(database_url, tenant, windows, config, rng=rng)
+        ex: Extraction = extract(database_url, tenant, windows, config, rng=rng, read=read)
         report, details = evaluate_columns(
             ex.columns,
             min_samples=settings.min_samples,

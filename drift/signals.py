@@ -1,10 +1,12 @@
 """Signal extraction: per window and segment, the columns a drift run tests.
 
-Calls come from the store through ADBC as Arrow (:func:`collector.store.analytics.fetch_calls`),
-one read per window; every per-call signal is computed in DuckDB over that Arrow table, and the
-columns leave DuckDB as numpy arrays (numbers, NaN = null) or ``GROUP BY`` counts (categories),
-the representation :mod:`drift.columnar` tests. Only bounded random samples cross into Python
-per text: language identification and prompt / answer embeddings (:mod:`drift.textsample`).
+Calls come as one Arrow table from a :data:`drift.callreaders.CallReader`: sealed hours from
+the Parquet lake, the unsealed hot tail from the store through ADBC
+(:func:`collector.lake.query.read_windows`; or the sealed part on Spark); every per-call signal
+is computed in DuckDB over that Arrow table, and the columns leave DuckDB as numpy arrays
+(numbers, NaN = null) or ``GROUP BY`` counts (categories), the representation
+:mod:`drift.columnar` tests. Only bounded random samples cross into Python per text: language
+identification and prompt / answer embeddings (:mod:`drift.textsample`).
 
 Signals (:data:`SIGNALS`): token counts and latencies (numbers); finish_reason mix; refusal,
 empty output, guardrail hits and thumbs-down (proportions); judge score (numbers, when the judges
@@ -26,7 +28,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from collector.store import analytics
+from drift.callreaders import CallReader, lake_reader
 from drift.colwindow import ColumnWindow
 from drift.extractcolumns import categorical_columns, numeric_columns
 from drift.report import Kind
@@ -149,19 +151,6 @@ def _segment_label(keys: dict[str, str | None]) -> str:
     return ",".join(f"{k}={'(none)' if v is None else v}" for k, v in keys.items())
 
 
-def _read(database_url: str, tenant: str, windows: Windows, names: list[str]) -> pa.Table:
-    parts = []
-    for win, (lo, hi) in enumerate(
-        (
-            (windows.reference_start_ns, windows.reference_end_ns),
-            (windows.current_start_ns, windows.current_end_ns),
-        )
-    ):
-        t = analytics.fetch_calls(database_url, tenant, since_ns=lo, until_ns=hi, columns=names)
-        parts.append(t.append_column("win", pa.array(np.full(t.num_rows, win, dtype=np.int8))))
-    return pa.concat_tables(parts)
-
-
 def extract(
     database_url: str,
     tenant: str,
@@ -169,6 +158,7 @@ def extract(
     config: ExtractConfig,
     *,
     rng: np.random.Generator,
+    read: CallReader | None = None,
 ) -> Extraction:
     """Read the tenant's calls of both windows and build every configured column.
 
@@ -178,6 +168,8 @@ def extract(
         windows: reference and current windows.
         config: signals, segments and sample sizes.
         rng: draws the text samples (languages, embeddings) and the embedding tests' splits.
+        read: reads the calls (:mod:`drift.callreaders`; default: the store alone). Feedback
+            and judge results are always read from the store.
 
     Returns:
         :class:`Extraction`. Units: tokens (counts), seconds (latencies), judge score in the
@@ -202,7 +194,12 @@ def extract(
     need_out |= "output_text" in embedded
     need_in = bool(wanted & {"prompt_language", "language_mismatch"}) or "input_text" in embedded
     names += ["output_text"] * need_out + ["input_text"] * need_in
-    calls = _read(database_url, tenant, windows, list(dict.fromkeys(names)))
+    read = read if read is not None else lake_reader(None)
+    spans = [
+        (windows.reference_start_ns, windows.reference_end_ns),
+        (windows.current_start_ns, windows.current_end_ns),
+    ]
+    calls = read(database_url, tenant, spans, list(dict.fromkeys(names)))
     skipped: dict[str, str] = {}
     con = duckdb.connect()
     try:

@@ -29,6 +29,7 @@ from collector.store.schema import CALL_COLUMNS
 DRIFT_COLUMNS: tuple[str, ...] = (
     "trace_id",
     "span_id",
+    "start_unix_nano",
     "model",
     "variant",
     "service_name",
@@ -228,7 +229,8 @@ def read_windows(
 ) -> pa.Table:
     """The frames a drift run reads: ``columns`` of the tenant's calls in each window
     ``(since_ns, until_ns)`` plus an ``int8`` column ``win`` = the window's index (0 =
-    reference, 1 = current), concatenated. Replaces ``drift.signals._read``.
+    reference, 1 = current), concatenated: what :func:`drift.signals.extract` reads through
+    :func:`drift.callreaders.lake_reader`.
 
     Raises:
         ValueError: as :func:`fetch_calls`.

@@ -1,8 +1,10 @@
 """The lake on a user's Apache Spark session: the same call KPIs and drift signal columns.
 
 For teams whose history outgrows one machine: Spark reads the documented layout
-(``docs/lake.md``) directly, so these functions need nothing from the store. ``pyspark`` is the
-optional extra ``driftline[spark]``; it is imported by the caller, never here at import time.
+(``docs/lake.md``) directly, so :func:`call_stats` and :func:`numeric_signal` need nothing from
+the store; :func:`read_windows` (the ``--engine spark`` drift run) reads the sealed hours on
+Spark and only the unsealed hot tail from the store. ``pyspark`` is the optional extra
+``driftline[spark]``; it is imported by the caller, never here at import time.
 
 Percentiles use Spark's exact ``percentile`` (linear interpolation between order statistics,
 Hyndman & Fan type 7), the definition DuckDB's ``quantile_cont`` and numpy use, so the answers
@@ -15,9 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from numpy.typing import NDArray
 
-from collector.lake.layout import SCHEMA_VERSION, open_lake, quote_tenant
+from collector.lake import manifest, query
+from collector.lake.layout import SCHEMA_VERSION, Lake, open_lake, quote_tenant
+from collector.store import analytics, arrowfetch
 
 #: group keys Spark answers (a subset of :data:`collector.store.callstats.GROUP_KEYS`)
 SPARK_GROUP_KEYS = {"model": "model", "variant": "variant", "rollout": "rollout"}
@@ -129,3 +134,67 @@ def numeric_signal(
             arrs = out.setdefault(key, [np.empty(0) for _ in windows])
             arrs[i] = np.sort(np.asarray(values, dtype=np.float64))
     return out
+
+
+def read_windows(
+    spark: Any,
+    database_url: str,
+    lake: Lake,
+    tenant: str,
+    windows: Sequence[tuple[int, int]],
+    columns: Sequence[str],
+) -> pa.Table:
+    """:func:`collector.lake.query.read_windows` with the sealed part on Spark: the contract
+    (columns and types as read from the store, plus ``int8`` ``win`` = the window's index; rows
+    in no particular order) and the exactly-once split are the same.
+
+    For every window, the sealed hours it overlaps (those the tenant's manifest lists) are
+    read by one Spark job over exactly those hour files (``start_unix_nano`` filter pushed into
+    the Parquet scan, columns projected, the window index assigned on Spark) and collected as
+    Arrow; the rest of each window (hours not sealed yet) is read from the store.
+
+    Args:
+        spark: a ``pyspark.sql.SparkSession`` (pyspark >= 4.0, for ``DataFrame.toArrow``)
+            that can open ``lake``'s paths (local folders; object stores need the session's
+            own filesystem configuration, e.g. ``s3a``).
+        database_url: the store, for the hot tail.
+        lake: the lake; windows: ``[(since_ns, until_ns), ...]`` half-open, unix ns.
+        columns: ``llm_calls`` columns (not ``tenant``).
+
+    Raises:
+        ValueError: an unknown column, ``tenant`` among the columns, or ``until_ns < since_ns``.
+    """
+    names = list(columns)
+    unknown = [n for n in names if n not in analytics.CALLS.c or n == "tenant"]
+    if unknown or not names:
+        raise ValueError(f"columns: need llm_calls columns other than tenant, got {unknown}")
+    for lo, hi in windows:
+        analytics.validate_range(lo, hi)
+    schema = analytics.call_schema(names)
+    hours = list(manifest.load(lake, tenant).hours)
+    frames = []
+    tails = []
+    for i, (lo, hi) in enumerate(windows):
+        sealed = query.overlapping(hours, lo, hi)
+        if sealed:
+            paths = [lake.reader_path(lake.data_path("calls", tenant, h)) for h in sealed]
+            frames.append(
+                spark.read.parquet(*paths)
+                .where(f"start_unix_nano >= {int(lo)} AND start_unix_nano < {int(hi)}")
+                .selectExpr(*(f"`{n}`" for n in names), f"CAST({i} AS TINYINT) AS win")
+            )
+        rest = query.complement(lo, hi, sealed)
+        if rest:
+            tail = analytics.fetch_windows(database_url, tenant, names, rest, {})
+            win = pa.array(np.full(tail.num_rows, i, dtype=np.int8))
+            tails.append(tail.append_column("win", win))
+    out_schema = schema.append(pa.field("win", pa.int8()))
+    parts = list(tails)
+    if frames:
+        df = frames[0]
+        for f in frames[1:]:
+            df = df.unionByName(f)
+        parts.insert(0, arrowfetch.conform(df.toArrow().select([*names, "win"]), out_schema))
+    if not parts:
+        return out_schema.empty_table()
+    return pa.concat_tables(parts)

@@ -79,3 +79,27 @@ def load(url: str, batch: list[tuple[Any, ...]]) -> None:
             bulk.upsert(conn, bulk.CALLS, batch)
     finally:
         engine.dispose()
+
+
+REFUSAL = "I'm sorry, but I can't help with that."
+
+
+def drifting_history(seed: int = 11) -> list[tuple[Any, ...]]:
+    """6.5 hours of calls for drift runs over the lake: hours 0-3 as :func:`rows` makes them
+    (the reference), then 2.5 hours (the current window) whose TTFT is 1.6x slower and where
+    one answer in ten is a refusal: some signals drift, others do not."""
+    rng = np.random.default_rng(seed)
+    names = [c.name for c in bulk.CALLS.columns]
+    ttft, text = names.index("ttft_s"), names.index("output_text")
+    ref = rows(rng, 1600, span_ns=4 * HOUR_NS)
+    cur = []
+    for r in rows(
+        rng, 1000, first_id=5000, start_ns=T0_NS + 4 * HOUR_NS, span_ns=int(2.5 * HOUR_NS)
+    ):
+        rec = list(r)
+        if rec[ttft] is not None:
+            rec[ttft] *= 1.6
+        if rec[text] is not None and rng.random() < 0.1:
+            rec[text] = REFUSAL
+        cur.append(tuple(rec))
+    return ref + cur
