@@ -134,7 +134,10 @@ def input_text(attrs: Mapping[str, Any], events: list[dict[str, Any]]) -> str | 
         ("system", t) for _, t in _messages(attrs.get("gen_ai.system_instructions")) or []
     ]
     if "gen_ai.input.messages" in attrs:
-        return render_conversation(system + (_messages(attrs["gen_ai.input.messages"]) or []))
+        inputs = _messages(attrs["gen_ai.input.messages"]) or []
+        # OpenLIT sends the system prompt twice: as instructions and as a system message
+        known = {t for r, t in inputs if r == "system"}
+        return render_conversation([m for m in system if m[1] not in known] + inputs)
     evs = _events(events, _MESSAGE_EVENTS)
     if evs:
         msgs: list[tuple[str | None, str]] = []

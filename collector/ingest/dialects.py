@@ -214,25 +214,44 @@ def as_str(value: Any) -> str | None:
 def detect_request_model(
     span: SpanData, attrs: Mapping[str, Any], operation: str | None
 ) -> str | None:
-    value = as_str(
-        first(
-            attrs,
-            (
-                "gen_ai.request.model",
-                "llm.request.model_name",
-                "llm.model_name",
-                "embedding.model_name",
-            ),
-        )
-    )
+    value = as_str(first(attrs, ("gen_ai.request.model", "llm.request.model_name")))
     if value:
         return value
+    # OpenInference: the model asked for is in the invocation parameters; ``llm.model_name`` is
+    # the one the instrumentation reports (from the response when it has one)
     params = content._maybe_json(attrs.get("llm.invocation_parameters"))
     if isinstance(params, Mapping) and params.get("model"):
         return str(params["model"])
+    value = as_str(first(attrs, ("llm.model_name", "embedding.model_name")))
+    if value:
+        return value
     if operation and span.name.startswith(operation + " "):
         return span.name[len(operation) + 1 :].strip() or None
     return None
+
+
+def detect_response_model(attrs: Mapping[str, Any]) -> str | None:
+    """``gen_ai.response.model``; for OpenInference (no response-model key) ``llm.model_name``,
+    which its OpenAI instrumentation takes from the response."""
+    value = as_str(first(attrs, ("gen_ai.response.model", "llm.response.model_name")))
+    if value is None and "openinference.span.kind" in attrs:
+        value = as_str(attrs.get("llm.model_name"))
+    return value
+
+
+def detect_response_id(attrs: Mapping[str, Any]) -> str | None:
+    """``gen_ai.response.id``; for OpenInference (no response-id key) the ``id`` of the JSON
+    response in ``output.value`` (so only when content is captured)."""
+    value = as_str(first(attrs, ("gen_ai.response.id", "llm.response.id")))
+    if (
+        value is None
+        and "openinference.span.kind" in attrs
+        and attrs.get("output.mime_type") == "application/json"
+    ):
+        doc = content._maybe_json(attrs.get("output.value"))
+        if isinstance(doc, Mapping) and isinstance(doc.get("id"), str) and doc["id"]:
+            value = doc["id"]
+    return value
 
 
 def llm_role(span: SpanData) -> str | None:

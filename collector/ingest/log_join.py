@@ -7,6 +7,13 @@ records over the span (:func:`overlay`) and the call record is derived from the 
 same transaction. When the span is already stored, :meth:`LogJoiner.ingest` hands it back to
 the writer so that the same hook runs. Re-sent records upsert (keyed by a digest) and overlaying
 is idempotent.
+
+Redaction counts: each record keeps the count the capture policy made in it; a call record's
+``redactions`` is its span's own count plus those of its records, whichever arrived first. A
+span written afresh brings its own count (:func:`~collector.ingest.prepare.prepare`); a stored
+span re-written for late records does not (its stored text is already redacted), so its call's
+stored count is kept and the records not yet in it (``counted`` false) are added, in the
+writer's transaction. A re-sent record keeps its ``counted`` mark, so it is never added twice.
 Evaluation results are upserted into ``external_scores``.
 """
 
@@ -17,11 +24,12 @@ import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import orjson
-from sqlalchemy import Connection, Engine, Table, select, tuple_
+from sqlalchemy import Connection, Engine, Table, select, tuple_, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from collector.errors import BadRequestError, StoreUnavailableError
@@ -37,6 +45,11 @@ from collector.store.scores import insert_scores, link
 
 LOG_EVENTS = cast(Table, GenAILogEvent.__table__)
 Key = tuple[str, str]
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    """Sum of two redaction counts; None (not scanned) only when both are."""
+    return None if a is None and b is None else (a or 0) + (b or 0)
 
 
 def _digest(*parts: Any) -> str:
@@ -64,12 +77,21 @@ def overlay(span: SpanData, events: Iterable[dict[str, Any]]) -> SpanData:
 
 def policy_events(events: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
     """The content records as they may be stored under the capture ``mode``."""
+    return policy_events_counted(events, mode)[0]
+
+
+def policy_events_counted(
+    events: list[dict[str, Any]], mode: str
+) -> tuple[list[dict[str, Any]], int | None]:
+    """:func:`policy_events` and the number of redactions made (None when nothing was scanned:
+    ``full`` or ``none``)."""
     if mode == "full" or not events:
-        return events
+        return events, None
     carrier = SpanData(
         "0" * 32, "0" * 16, None, "", 0, 0, 0, 0, None, {}, events, [], {}, None, None
     )
-    return apply_policy(carrier, mode)[0].events
+    stored, count = apply_policy(carrier, mode)
+    return stored.events, count
 
 
 class LogJoiner:
@@ -90,16 +112,29 @@ class LogJoiner:
         found = stored_events(conn, tenant, keys)
         if not found:
             return items
+        rewrites = {(i.span.trace_id, i.span.span_id) for i in items if i.rewrite}
+        current = _call_redactions(conn, tenant, [k for k in found if k in rewrites])
         out = []
         for it in items:
             key = (it.span.trace_id, it.span.span_id)
             if key not in found:
                 out.append(it)
                 continue
-            span = overlay(it.span, found[key])
-            red = it.extract.redactions if it.extract is not None else None
+            records = found[key]
+            span = overlay(it.span, [r.event for r in records])
+            if it.rewrite:  # the stored count, plus the records not yet in it
+                red = current.get(key)
+                new = [r.redactions for r in records if not r.counted]
+            else:  # the span's own count, plus all its records
+                red = it.extract.redactions if it.extract is not None else None
+                new = [r.redactions for r in records]
+            for n in new:
+                red = _add(red, n)
             ex = extract(span, max_text_chars=self._max_text_chars, redactions=red)
             out.append(replace(it, span=span, extract=ex))
+        _mark_counted(
+            conn, tenant, [k for k, recs in found.items() if any(not r.counted for r in recs)]
+        )
         return out
 
     def ingest(self, tenant: str, batch: LogBatch, mode: str, writer: BatchWriter) -> Future[int]:
@@ -111,11 +146,20 @@ class LogJoiner:
             QueueFullError: the writer's queue is full (503).
         """
         received = time.time_ns()
-        rows = []
+        rows: list[dict[str, Any]] = []
         for trace_id, span_id, ev in batch.content:
-            (stored,) = policy_events([ev], mode)
+            (stored,), count = policy_events_counted([ev], mode)
             rows.append(
-                (tenant, trace_id, span_id, _digest(trace_id, span_id, ev), stored, received)
+                {
+                    "tenant": tenant,
+                    "trace_id": trace_id,
+                    "span_id": span_id,
+                    "event_key": _digest(trace_id, span_id, ev),
+                    "event": stored,
+                    "received_unix_nano": received,
+                    "redactions": count,
+                    "counted": False,
+                }
             )
         scores = [
             {
@@ -136,13 +180,13 @@ class LogJoiner:
             }
             for e in batch.evaluations
         ]
-        keys = sorted({(r[1], r[2]) for r in rows})
+        keys = sorted({(r["trace_id"], r["span_id"]) for r in rows})
         if rows:
             with self._lock:
                 self._tenants.add(tenant)
         try:
             with self._engine.begin() as conn:
-                bulk.upsert(conn, LOG_EVENTS, list({r[:4]: r for r in rows}.values()))
+                _upsert_records(conn, list({r["event_key"]: r for r in rows}.values()))
                 if scores:  # idempotent: a re-sent record keeps the stored score
                     insert_scores(conn, tenant, [link(conn, tenant, s) for s in scores])
                 spans = bulk.load_spans(conn, tenant, keys) if keys else {}
@@ -157,23 +201,73 @@ class LogJoiner:
         return writer.submit(tenant, [i for i in items if i.extract is not None])
 
 
-def stored_events(
-    conn: Connection, tenant: str, keys: list[Key]
-) -> dict[Key, list[dict[str, Any]]]:
-    """Stored log records of these spans, in arrival order, by (trace_id, span_id)."""
-    out: dict[Key, list[dict[str, Any]]] = {}
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """A stored content record: the event, its redaction count (None: not scanned) and whether
+    that count is already in its call record's."""
+
+    event: dict[str, Any]
+    redactions: int | None
+    counted: bool
+
+
+def stored_events(conn: Connection, tenant: str, keys: list[Key]) -> dict[Key, list[StoredRecord]]:
+    """Stored log records of these spans, in event-time order, by (trace_id, span_id)."""
+    t = LOG_EVENTS
+    out: dict[Key, list[StoredRecord]] = {}
     for i in range(0, len(keys), bulk.CHUNK):
         chunk = keys[i : i + bulk.CHUNK]
         rows = conn.execute(
-            select(LOG_EVENTS.c.trace_id, LOG_EVENTS.c.span_id, LOG_EVENTS.c.event)
-            .where(
-                LOG_EVENTS.c.tenant == tenant,
-                tuple_(LOG_EVENTS.c.trace_id, LOG_EVENTS.c.span_id).in_(chunk),
-            )
-            .order_by(LOG_EVENTS.c.received_unix_nano)
+            select(t.c.trace_id, t.c.span_id, t.c.event, t.c.redactions, t.c.counted)
+            .where(t.c.tenant == tenant, tuple_(t.c.trace_id, t.c.span_id).in_(chunk))
+            .order_by(t.c.received_unix_nano)
         )
-        for trace_id, span_id, event in rows:
-            out.setdefault((trace_id, span_id), []).append(event)
-    for evs in out.values():
-        evs.sort(key=lambda e: e.get("time_unix_nano") or 0)
+        for trace_id, span_id, event, count, counted in rows:
+            out.setdefault((trace_id, span_id), []).append(
+                StoredRecord(event, count, bool(counted))
+            )
+    for recs in out.values():
+        recs.sort(key=lambda r: r.event.get("time_unix_nano") or 0)
     return out
+
+
+def _upsert_records(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert content records; a re-sent one (same key) updates its event and count but keeps
+    its ``counted`` mark (so its count is never added to its call's twice)."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(LOG_EVENTS)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[c.name for c in LOG_EVENTS.primary_key.columns],
+        set_={
+            "event": stmt.excluded.event,
+            "received_unix_nano": stmt.excluded.received_unix_nano,
+            "redactions": stmt.excluded.redactions,
+        },
+    )
+    conn.execute(stmt, rows)
+
+
+def _call_redactions(conn: Connection, tenant: str, keys: list[Key]) -> dict[Key, int | None]:
+    """The stored ``llm_calls.redactions`` of these spans' calls."""
+    t = bulk.CALLS
+    out: dict[Key, int | None] = {}
+    for i in range(0, len(keys), bulk.CHUNK):
+        chunk = keys[i : i + bulk.CHUNK]
+        rows = conn.execute(
+            select(t.c.trace_id, t.c.span_id, t.c.redactions).where(
+                t.c.tenant == tenant, tuple_(t.c.trace_id, t.c.span_id).in_(chunk)
+            )
+        )
+        out.update({(r[0], r[1]): r[2] for r in rows})
+    return out
+
+
+def _mark_counted(conn: Connection, tenant: str, keys: list[Key]) -> None:
+    t = LOG_EVENTS
+    for i in range(0, len(keys), bulk.CHUNK):
+        chunk = keys[i : i + bulk.CHUNK]
+        conn.execute(
+            update(t)
+            .where(t.c.tenant == tenant, tuple_(t.c.trace_id, t.c.span_id).in_(chunk))
+            .values(counted=True)
+        )

@@ -36,7 +36,26 @@ PINS = {
         "opentelemetry-exporter-otlp-proto-http==1.45.2",
         "opentelemetry-instrumentation-openai==0.62.4",
     ],
+    # 0.1.60 and later instrument only openai >= 2.8
+    "openinference": [
+        "openai==1.109.1",
+        "opentelemetry-sdk==1.45.2",
+        "opentelemetry-exporter-otlp-proto-http==1.45.2",
+        "openinference-instrumentation-openai==0.1.59",
+        "openinference-instrumentation==0.1.72",
+    ],
+    # openlit pulls ~60 packages (anthropic, boto3, the OTel web-framework instrumentations;
+    # ~150 MB, no torch); without the OTel pins pip cannot resolve them
+    "openlit": [
+        "openai==1.109.1",
+        "opentelemetry-sdk==1.39.1",
+        "opentelemetry-exporter-otlp-proto-http==1.39.1",
+        "opentelemetry-instrumentation==0.60b1",
+        "openlit==1.45.0",
+    ],
 }
+#: the dated model the fake server answers for a model name (others: the name itself)
+MODEL_VERSIONS = {"gpt-4o-mini": "gpt-4o-mini-2024-07-18"}
 
 
 class FakeOpenAI(BaseHTTPRequestHandler):
@@ -47,7 +66,8 @@ class FakeOpenAI(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         req = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        base = {"id": "chatcmpl-1", "created": int(time.time()), "model": "gpt-4o-mini-2024-07-18"}
+        model = MODEL_VERSIONS.get(req["model"], req["model"])
+        base = {"id": "chatcmpl-1", "created": int(time.time()), "model": model}
         usage = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
         if not req.get("stream"):
             body = {
@@ -113,10 +133,12 @@ def _venv(library: str, pins: list[str]) -> Path:
     return py
 
 
-def _run_app(library: str, collector: LiveCollector, openai_url: str) -> None:
+def _run_app(
+    library: str, collector: LiveCollector, openai_url: str, model: str = "gpt-4o-mini"
+) -> None:
     py = _venv(library, PINS[library])
     out = subprocess.run(
-        [py, HERE / "openai_app.py", collector.http_url, openai_url, library],
+        [py, HERE / "openai_app.py", collector.http_url, openai_url, library, model],
         check=True,
         capture_output=True,
         text=True,
@@ -159,3 +181,54 @@ def test_openllmetry_streaming_ttft_from_chunk_events(
     assert streamed["input_text"] == "Count to three."
     assert streamed["ttft_s"] is not None and "ttft_from_event" in streamed["flags"]
     assert 0 < streamed["ttft_s"] <= streamed["e2e_s"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_openinference_content_and_first_token_event(
+    live_collector: LiveCollector, fake_openai: str
+) -> None:
+    """OpenInference: ``llm.*`` attributes; a streaming span's TTFT only as the "First Token
+    Stream Event"; the response id only inside ``output.value``."""
+    _run_app("openinference", live_collector, fake_openai)
+    calls = wait_for(lambda: (c := live_collector.calls()) and len(c) == 2 and c)
+    by_id = {c["response_id"]: c for c in calls}
+    plain, streamed = by_id["chatcmpl-1"], by_id["chatcmpl-2"]
+    for c in (plain, streamed):
+        assert c["dialect"] == "openinference" and c["finish_reasons"] == ["stop"]
+        assert c["request_model"] == "gpt-4o-mini"
+        assert c["response_model"] == "gpt-4o-mini-2024-07-18"
+        assert (c["input_tokens"], c["output_tokens"]) == (12, 3)
+    assert plain["input_text"] == "system: Be brief.\nuser: Hi?"
+    assert plain["output_text"] == "Hello." and plain["ttft_s"] is None
+    assert streamed["input_text"] == "Count to three."
+    assert streamed["output_text"] == "one, two, three"
+    assert streamed["ttft_s"] is not None and "ttft_from_event" in streamed["flags"]
+    assert 0 < streamed["ttft_s"] <= streamed["e2e_s"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_openlit_content_ttft_and_unpriced_cost(
+    live_collector: LiveCollector, fake_openai: str
+) -> None:
+    """OpenLIT: semconv content attributes (the system prompt also in the messages), TTFT as
+    ``gen_ai.server.time_to_first_token``, and ``gen_ai.usage.cost = 0`` for a model it cannot
+    price, which is stored as unknown. It also sends operation-details log records (the
+    streaming one without trace and span ids) and httpx client spans (not LLM calls)."""
+    _run_app("openlit", live_collector, fake_openai, model="acme-chat-1")
+    calls = wait_for(lambda: (c := live_collector.calls()) and len(c) == 2 and c)
+    by_id = {c["response_id"]: c for c in calls}
+    plain, streamed = by_id["chatcmpl-1"], by_id["chatcmpl-2"]
+    for c in (plain, streamed):
+        assert c["dialect"] == "openlit" and c["finish_reasons"] == ["stop"]
+        assert c["request_model"] == "acme-chat-1"
+        assert (c["input_tokens"], c["output_tokens"]) == (12, 3)
+        assert c["cost_usd"] is None
+        assert {"unpriced", "reported_cost_ignored"} <= set(c["flags"])
+        assert c["ttft_s"] is not None and "ttft_from_event" not in c["flags"]
+        assert 0 < c["ttft_s"] <= c["e2e_s"]
+    assert plain["input_text"] == "system: Be brief.\nuser: Hi?"
+    assert plain["output_text"] == "Hello."
+    assert streamed["input_text"] == "Count to three."
+    assert streamed["output_text"] == "one, two, three"

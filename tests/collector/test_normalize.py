@@ -372,6 +372,128 @@ def test_openlit_zero_cost_for_an_unpriced_model_is_unknown() -> None:
     assert {"unpriced", "reported_cost_ignored"} <= set(r.flags)
 
 
+#: the streaming span of openinference-instrumentation-openai 0.1.59 around openai 1.109.1 (as
+#: captured by tests/collector/test_instrumentations.py; no response-model or response-id key)
+OPENINFERENCE_STREAM = {
+    "llm.system": "openai",
+    "input.value": json.dumps(
+        {
+            "messages": [{"role": "user", "content": "Count to three."}],
+            "model": "gpt-4o-mini",
+            "stream": True,
+        }
+    ),
+    "input.mime_type": "application/json",
+    "output.value": json.dumps(
+        {
+            "choices": [
+                {
+                    "message": {"content": "one, two, three", "role": "assistant"},
+                    "index": 0,
+                    "finish_reason": "stop",
+                }
+            ],
+            "id": "chatcmpl-2",
+            "model": "gpt-4o-mini-2024-07-18",
+            "object": "chat.completion",
+        }
+    ),
+    "output.mime_type": "application/json",
+    "llm.invocation_parameters": json.dumps({"model": "gpt-4o-mini", "stream": True}),
+    "llm.input_messages.0.message.role": "user",
+    "llm.input_messages.0.message.content": "Count to three.",
+    "llm.model_name": "gpt-4o-mini-2024-07-18",
+    "llm.token_count.total": 15,
+    "llm.token_count.prompt": 12,
+    "llm.token_count.completion": 3,
+    "llm.output_messages.0.message.role": "assistant",
+    "llm.output_messages.0.message.content": "one, two, three",
+    "llm.finish_reason": "stop",
+    "openinference.span.kind": "LLM",
+}
+
+
+def test_openinference_openai_streaming_span() -> None:
+    r = rec(
+        OPENINFERENCE_STREAM,
+        name="ChatCompletion",
+        scope="openinference.instrumentation.openai",
+        events=[_chunk(0.004, "First Token Stream Event")],
+    )
+    assert r.dialect == "openinference" and r.operation == "chat"
+    assert (r.request_model, r.response_model) == ("gpt-4o-mini", "gpt-4o-mini-2024-07-18")
+    assert r.response_id == "chatcmpl-2" and r.call_id == "chatcmpl-2"
+    assert (r.input_tokens, r.output_tokens) == (12, 3)
+    assert r.input_text == "Count to three." and r.output_text == "one, two, three"
+    assert r.finish_reasons == ["stop"]
+    assert r.ttft_s == pytest.approx(0.004) and "ttft_from_event" in r.flags
+
+
+def test_openinference_response_id_needs_a_json_output() -> None:
+    attrs = {**OPENINFERENCE_STREAM, "output.mime_type": "text/plain"}
+    assert rec(attrs, name="ChatCompletion").response_id is None
+    attrs = {k: v for k, v in OPENINFERENCE_STREAM.items() if k != "output.value"}
+    assert rec(attrs, name="ChatCompletion").response_id is None
+
+
+#: the non-streaming span of openlit 1.45.0 around openai 1.109.1 (as captured by
+#: tests/collector/test_instrumentations.py): semconv keys, the system prompt both in
+#: ``gen_ai.system_instructions`` and ``gen_ai.input.messages``, a reported cost of 0
+OPENLIT_CHAT = {
+    "telemetry.sdk.name": "openlit",
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": "openai",
+    "gen_ai.request.model": "acme-chat-1",
+    "gen_ai.response.model": "acme-chat-1",
+    "gen_ai.request.stream": False,
+    "gen_ai.server.time_per_output_token": 0,
+    "gen_ai.server.time_to_first_token": 0.0127,
+    "gen_ai.sdk.version": "1.109.1",
+    "gen_ai.request.user": "",
+    "gen_ai.response.id": "chatcmpl-1",
+    "gen_ai.response.finish_reasons": ["stop"],
+    "gen_ai.usage.input_tokens": 12,
+    "gen_ai.usage.output_tokens": 3,
+    "gen_ai.usage.cost": 0,
+    "gen_ai.usage.cache_read.input_tokens": 0,
+    "gen_ai.usage.cache_creation.input_tokens": 0,
+    "gen_ai.input.messages": json.dumps(
+        [
+            {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+            {"role": "user", "parts": [{"type": "text", "content": "Hi?"}]},
+        ]
+    ),
+    "gen_ai.output.messages": json.dumps(
+        [
+            {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": "Hello."}],
+                "finish_reason": "stop",
+            }
+        ]
+    ),
+    "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "Be brief."}]),
+}
+
+
+def test_openlit_openai_span() -> None:
+    r = rec(OPENLIT_CHAT, name="chat acme-chat-1", scope="openlit.instrumentation.openai")
+    assert r.dialect == "openlit" and r.response_id == "chatcmpl-1"
+    assert r.input_text == "system: Be brief.\nuser: Hi?"  # the system prompt once
+    assert r.output_text == "Hello." and r.finish_reasons == ["stop"]
+    assert r.ttft_s == pytest.approx(0.0127) and "ttft_from_event" not in r.flags
+    assert r.user_id is None  # sent as ""
+    assert r.cost_usd is None and {"unpriced", "reported_cost_ignored"} <= set(r.flags)
+
+
+def test_system_instructions_not_in_the_messages_are_kept() -> None:
+    attrs = {
+        **OPENLIT_CHAT,
+        "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "Be kind."}]),
+    }
+    assert rec(attrs).input_text == "system: Be kind.\nsystem: Be brief.\nuser: Hi?"
+
+
 def _chunk(at_s: float, name: str = "gen_ai.content.completion.chunk") -> dict[str, Any]:
     return {"name": name, "time_unix_nano": T0 + int(at_s * 1e9), "attributes": {}}
 

@@ -12,6 +12,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from sqlalchemy import text
@@ -239,3 +240,53 @@ def test_late_logs_do_not_count_a_call_twice_in_metrics(client: TestClient) -> N
     assert client.post("/v1/logs", content=logs_request(*LEGACY), headers=PB).status_code == 200
     assert call(client, 1)["output_text"] == "Paris."  # the late content joined the call
     assert e2e_count() == before
+
+
+def _span_with_pii(span_id: int) -> bytes:
+    """Span ``span_id`` of :func:`pb_request` alone, its system instructions holding an e-mail
+    address (one redaction under the default ``redacted`` policy)."""
+    req = ExportTraceServiceRequest.FromString(pb_request(span_id))
+    spans = req.resource_spans[0].scope_spans[0].spans
+    del spans[: span_id - 1]
+    instructions = json.dumps([{"type": "text", "content": "Write to ops@example.com."}])
+    spans[0].attributes.append(KeyValue(key="gen_ai.system_instructions", value=_any(instructions)))
+    return req.SerializeToString()
+
+
+def test_redactions_of_log_content_count_whichever_arrives_first(client: TestClient) -> None:
+    """The call's ``redactions`` is the span's own count plus its records' counts, in both
+    orders, and re-sent records or spans do not count twice."""
+
+    def records(span_id: int) -> bytes:
+        return logs_request(
+            record("gen_ai.user.message", span=span_id, body={"content": "I am bob@example.org"}),
+            record(
+                "gen_ai.choice",
+                span=span_id,
+                body={"index": 0, "finish_reason": "stop", "message": {"content": "Hi a@b.io"}},
+                at=1,
+            ),
+        )
+
+    def post(path: str, body: bytes) -> None:
+        assert client.post(path, content=body, headers=PB).status_code == 200
+
+    post("/v1/traces", _span_with_pii(1))  # span first
+    assert call(client, 1)["redactions"] == 1
+    post("/v1/logs", records(1))
+    post("/v1/logs", records(2))  # records first
+    post("/v1/traces", _span_with_pii(2))
+    for sid in (1, 2):
+        c = call(client, sid)
+        assert c["redactions"] == 3, sid
+        assert c["input_text"] == "system: Write to [EMAIL].\nuser: I am [EMAIL]"
+        assert c["output_text"] == "Hi [EMAIL]"
+    # re-sent records (joined again through the writer) and re-sent spans count once
+    post("/v1/logs", records(1))
+    post("/v1/logs", records(2))
+    post("/v1/traces", _span_with_pii(1))
+    assert [call(client, sid)["redactions"] for sid in (1, 2)] == [3, 3]
+    # one more record after the join adds its own count
+    extra = record("gen_ai.user.message", span=1, body={"content": "also c@d.org"}, at=2)
+    post("/v1/logs", logs_request(extra))
+    assert call(client, 1)["redactions"] == 4
