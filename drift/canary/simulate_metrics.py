@@ -134,6 +134,27 @@ def judge_sample(
     return scores[keep], pi[keep]
 
 
+@functools.cache
+def judge_design_variance(shift: float, rate: float) -> float:
+    """Per-request variance of the Hajek mean of judge scores under :func:`judge_sample`'s design:
+    ``N Var(mean) -> E[(y - mu)^2 (F + (1 - F) / rate)]`` for ``y`` the clipped score
+    ``clip(Normal(4 + shift, 0.8), 1, 5)`` and ``F`` the flag (``y < 3`` w.p. 0.5, judged with
+    pi = 1); the linearisation ``mean - mu ~ (1/N) sum S_i (y_i - mu) / pi_i`` of the ratio
+    estimator (Sarndal, Swensson & Wretman 1992, section 5.7) over the superpopulation of calls.
+    Units: score^2 per request. Raises ValueError for ``rate`` outside (0, 1]."""
+    if not 0 < rate <= 1:
+        raise ValueError(f"rate must be in (0, 1], got {rate}")
+    mu_latent, sd = 4.0 + shift, 0.8
+    mu = _clipped_normal_mean(mu_latent)
+    d = stats.norm(mu_latent, sd)
+    inv_pi_flag = 0.5 * 1.0 + 0.5 / rate  # y < 3: flagged w.p. 0.5 (pi = 1), else pi = rate
+    below = integrate.quad(lambda y: (y - mu) ** 2 * d.pdf(y), 1.0, 3.0, limit=200)[0]
+    above = integrate.quad(lambda y: (y - mu) ** 2 * d.pdf(y), 3.0, 5.0, limit=200)[0]
+    low_mass = (1.0 - mu) ** 2 * d.cdf(1.0)  # clipped at 1 (y < 3)
+    high_mass = (5.0 - mu) ** 2 * d.sf(5.0)  # clipped at 5
+    return float((below + low_mass) * inv_pi_flag + (above + high_mass) / rate)
+
+
 def _capped_lognormal_moments(scale: float) -> tuple[float, float]:
     d = stats.lognorm(_LN_SIGMA, scale=scale * math.exp(_LN_MU))
     m1 = integrate.quad(lambda x: x * d.pdf(x), 0, _LN_CAP, limit=200)[0] + _LN_CAP * d.sf(_LN_CAP)
@@ -153,9 +174,10 @@ def fixed_n(
     the harm null with ``power`` at candidate ``share`` for the candidate ``effect`` (default:
     the regression's):
     ``N = (z_{1-alpha} + z_power)^2 (sd_B^2/share + c^2 sd_A^2/(1-share)) / (theta - delta0)^2``
-    (standard sample-size formula). judge-score: per-arm variances divided by the design rates
-    (0.5, 0.05), flags and clipping ignored -- approximate. Raises ValueError for share outside
-    (0, 1)."""
+    (standard sample-size formula). judge-score: the per-request variances are those of the
+    Hajek mean under the sampler's design (:func:`judge_design_variance`: clipping, flags and
+    design rates included), i.e. the fixed-n test of the same estimator with known variance.
+    Raises ValueError for share outside (0, 1)."""
     if not 0 < share < 1:
         raise ValueError(f"share must be in (0, 1), got {share}")
     z = float(stats.norm.ppf(1 - alpha) + stats.norm.ppf(power))
@@ -172,7 +194,8 @@ def fixed_n(
         c, delta0 = 1.0 + spec.policy.margin, 0.0
         theta = mu_b - c * mu_a
     else:
-        var_a, var_b = 0.64 / 0.05, 0.64 / 0.5
+        var_a = judge_design_variance(0.0, JUDGE_BASE_RATE)
+        var_b = judge_design_variance(_judge_shift(eff), JUDGE_CANDIDATE_RATE)
         theta, delta0 = -eff, spec.policy.margin  # decrease is bad: harm on -theta
     per_total = var_b / share + c * c * var_a / (1 - share)
     return z * z * per_total / (theta - delta0) ** 2

@@ -289,3 +289,28 @@ def test_proportion_without_an_interval_holding_both_arms_is_no_data() -> None:
     )
     (ev,) = build_evidence(obs, policy).metrics
     assert ev.status == "no_data" and "both arms" in ev.reason
+
+
+def test_judged_metric_waits_for_a_kish_effective_sample() -> None:
+    """Ten judged baseline calls with weights 1 and 20 are ~5 effective values: no evidence yet
+    (a regression was promoted at such a look); once each arm has 30 effective values it counts."""
+    rng = np.random.default_rng(12)
+    policy = _policy(
+        metrics=(MetricPolicy("judge_score", MetricKind.MEAN, DEC, 0.2, role="quality"),)
+    )
+
+    def obs(n_flagged: int, n_sampled: int) -> CanaryObservations:
+        base = np.concatenate([np.full(n_flagged, 2.0), rng.normal(4, 0.8, n_sampled)])
+        pi_a = np.concatenate([np.ones(n_flagged), np.full(n_sampled, 0.05)])
+        cand = rng.normal(4, 0.8, 60)
+        sample = SampleObservations(
+            base, cand, baseline_inclusion=pi_a, candidate_inclusion=np.full(60, 0.5)
+        )
+        return CanaryObservations(
+            0, 1200.0, 1200.0, (StepAssignment(50.0, 500, 500),), {"judge_score": sample}
+        )
+
+    small = build_evidence(obs(5, 5), policy).metrics[0]
+    assert small.status == "no_data"
+    assert "Kish n_eff baseline=" in small.reason
+    assert build_evidence(obs(5, 60), policy).metrics[0].status != "no_data"

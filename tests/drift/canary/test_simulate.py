@@ -21,7 +21,9 @@ from drift.canary.simulate_metrics import (
     JUDGE_BASE_RATE,
     JUDGE_CANDIDATE_RATE,
     SPECS,
+    draw,
     fixed_n,
+    judge_design_variance,
     judge_sample,
 )
 from judges.sampling import CallFeatures, SamplingPolicy, sample_batch
@@ -148,3 +150,26 @@ def test_invalid_arguments() -> None:
         simulate("ab", "mean", runs=1, rng=np.random.default_rng(0))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="share"):
         simulate("aa", "mean", runs=1, rng=np.random.default_rng(0), share=1.0)
+
+
+def test_judge_design_variance_is_the_hajek_means_variance() -> None:
+    """fixed_n's judge-score variances (flags at pi = 1, clipping) against Monte Carlo."""
+    rng = np.random.default_rng(7)
+    spec, n = SPECS["judge-score"], 20_000
+    for candidate, rate in ((False, JUDGE_BASE_RATE), (True, JUDGE_CANDIDATE_RATE)):
+        means = []
+        for _ in range(300):
+            judged, pi = judge_sample(draw(spec, rng, n, None, False), candidate, rng)
+            means.append(np.sum(judged / pi) / np.sum(1 / pi))
+        expected = judge_design_variance(0.0, rate)
+        # the variance of 300 draws is within ~25 % (chi-square, 300 df) at 4 sd
+        assert n * float(np.var(means, ddof=1)) == pytest.approx(expected, rel=0.25)
+
+
+def test_judge_regression_at_a_small_arm_is_detected_within_twice_fixed_n() -> None:
+    """5 % canary, judge scores sampled at 0.5 / 0.05 with flags: the null-boundary variance
+    used to take the baseline's per-judgement variance (ratio 2.9 against the exact fixed-n)."""
+    res = simulate("regression", "judge-score", runs=120, rng=np.random.default_rng(8))
+    assert res.false_promote_rate == 0.0
+    assert res.detection_samples_ratio is not None
+    assert res.detection_samples_ratio <= 2.0

@@ -144,3 +144,39 @@ def test_hajek_mean_and_variance_are_the_quality_pages_estimator() -> None:
     assert weighted_mean(a, pa) == pytest.approx(ca.estimate)
     assert got.statistic == pytest.approx(cb.estimate - ca.estimate)
     assert got.variance == pytest.approx(cb.se**2 + ca.se**2)
+
+
+def test_null_boundary_compares_variances_pooled_over_strata() -> None:
+    """Per stratum the candidate is once quieter and once noisier than the baseline; pooled they
+    are equal, so nothing is inflated (a per-stratum max would inflate both strata)."""
+    a = np.array([0.0, 2.0, 0.0, 2.0, 10.0, 14.0, 10.0, 14.0])  # s^2: 4/3 and 16/3
+    b = np.array([0.0, 4.0, 0.0, 4.0, 11.0, 13.0, 11.0, 13.0])  # s^2: 16/3 and 4/3
+    s = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    got = stratified_mean_test(a, b, tau2=1.0, baseline_strata=s, candidate_strata=s)
+    v = np.array([16 / 3 / 4 + 4 / 3 / 4, 4 / 3 / 4 + 16 / 3 / 4])
+    assert got.variance == pytest.approx(float(np.sum(v) / 4))  # h = 2 per stratum
+    # a uniformly quieter candidate is scaled up to the baseline's pooled variance
+    quiet = np.array([1.0, 1.5, 1.0, 1.5, 11.5, 12.5, 11.5, 12.5])  # s^2: 1/12 and 1/3
+    got = stratified_mean_test(a, quiet, tau2=1.0, baseline_strata=s, candidate_strata=s)
+    r = (4 / 3 + 16 / 3) / (1 / 12 + 1 / 3)
+    v = np.array([r / 12 / 4 + 4 / 3 / 4, r / 3 / 4 + 16 / 3 / 4])
+    assert got.variance == pytest.approx(float(np.sum(v) / 4))
+
+
+def test_null_boundary_keeps_the_candidates_sampling_design() -> None:
+    """Judged at different rates, equal scores: the arms' per-judgement variances differ by
+    their design factors; the null boundary must not hand the baseline's to the candidate."""
+    rng = np.random.default_rng(11)
+    y_a, y_b = rng.normal(4, 0.8, 4000), rng.normal(4, 0.8, 4000)
+    pa = np.where(rng.random(4000) < 0.5, 1.0, 0.05)  # weights 1 and 20: large design factor
+    pb = np.full(4000, 0.5)  # equal weights: design factor 1
+    got = stratified_mean_test(y_a, y_b, tau2=0.04, baseline_inclusion=pa, candidate_inclusion=pb)
+    w = 1 / pa
+    wn = w / w.mean()
+    m_a = float(np.sum(w * y_a) / np.sum(w))
+    v_a = float(np.sum(wn * wn * (y_a - m_a) ** 2) / (4000 - 1))
+    v_b = float(np.var(y_b, ddof=1))
+    pop_a = float(np.sum(wn * (y_a - m_a) ** 2) / (4000 - 1))
+    r = max(1.0, pop_a / v_b)
+    assert got.variance == pytest.approx(r * v_b / 4000 + v_a / 4000)
+    assert r < 1.1 < v_a / v_b  # the old per-judgement maximum would have used v_a
