@@ -110,9 +110,14 @@ def _run_gateway(
         run()
         return
     import cProfile
+    import signal
 
-    # SIGTERM (Process.terminate) makes uvicorn shut down and return, so the stats get written
-    with cProfile.Profile() as prof:
+    # uvicorn shuts down on SIGTERM (Process.terminate), then re-raises it with the handler
+    # that was there before: a no-op one lets run() return and the stats get written
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    # timer: CPU time of the event-loop thread, not wall time (on busy cores a wall-clock
+    # profile charges a write() with the time the woken peer process ran)
+    with cProfile.Profile(time.thread_time) as prof:
         run()
     prof.dump_stats(profile)
 
@@ -285,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         default=None,
         metavar="PATH",
-        help="run the routing gateway under cProfile and write its stats to PATH (pstats)",
+        help="run the routing gateway under cProfile (thread CPU time) and write its stats to "
+        "PATH (pstats)",
     )
     args = ap.parse_args(argv)
     try:
@@ -335,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         if 1 in sections:
             gpid = gw_procs[0].pid
             assert gpid is not None
+            print(f"# routing gateway pid {gpid} (attach a sampling profiler)", flush=True)
             cpu0, t0 = _cpu_s(gpid), time.perf_counter()
             res = asyncio.run(_latency(engines, gws[0], args.waves, args.concurrency))
             cpu = _cpu_s(gpid) - cpu0
