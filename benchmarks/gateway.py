@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import functools
 import multiprocessing as mp
+import os
 import socket
 import sys
 import time
@@ -134,9 +135,11 @@ def _wait(url: str, timeout_s: float = 60.0) -> None:
     raise TimeoutError(url)
 
 
-def _cpu_s(pid: int) -> float:
+def _cpu_split_s(pid: int) -> tuple[float, float]:
+    """``(user_s, system_s)`` CPU time of process ``pid`` so far (``/proc``, clock ticks)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, clock ticks
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 async def _one(
@@ -342,9 +345,11 @@ def main(argv: list[str] | None = None) -> int:
             gpid = gw_procs[0].pid
             assert gpid is not None
             print(f"# routing gateway pid {gpid} (attach a sampling profiler)", flush=True)
-            cpu0, t0 = _cpu_s(gpid), time.perf_counter()
+            (u0, s0), t0 = _cpu_split_s(gpid), time.perf_counter()
             res = asyncio.run(_latency(engines, gws[0], args.waves, args.concurrency))
-            cpu = _cpu_s(gpid) - cpu0
+            u1, s1 = _cpu_split_s(gpid)
+            cpu_user, cpu_sys = u1 - u0, s1 - s0
+            cpu = cpu_user + cpu_sys
             elapsed = time.perf_counter() - t0
         if 2 in sections:
             hit_p = asyncio.run(
@@ -380,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"RESULT gateway_added_p50_ms={added[50]:.2f} ms")
         print(f"RESULT gateway_added_p99_ms={added[99]:.2f} ms")
         print(f"RESULT gateway_added_ttft_p50_ms={ttft50:.2f} ms")
+        print(
+            f"# gateway CPU per stream: user {cpu_user / len(g) * 1000:.2f} ms, "
+            f"system {cpu_sys / len(g) * 1000:.2f} ms"
+        )
         print(f"RESULT gateway_cpu_ms_per_stream={cpu / len(g) * 1000:.2f} ms")
     if 2 in sections:
         print(f"RESULT prefix_hit_rate_prefix={hit_p:.3f} ratio")
