@@ -20,14 +20,18 @@ config, routing on). The client is this process. Reported (``RESULT name=value u
    second tenant floods above its rate limit (``noisy_429_share`` of its requests get 429).
 4. ``interactive_queue_p95_ms`` while a batch flood runs, against the queue SLO (500 ms).
 
-Run: ``.venv/bin/python benchmarks/gateway.py`` (a few minutes on 2 busy cores).
+Run: ``.venv/bin/python benchmarks/gateway.py`` (a few minutes on 2 busy cores);
+``--sections 1`` runs only the added-latency section, ``--profile PATH`` writes the routing
+gateway's cProfile stats (read them with ``python -m pstats PATH``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import multiprocessing as mp
+import os
 import socket
 import sys
 import time
@@ -74,7 +78,9 @@ def _run_engine(port: int, ttft_s: float, itl_s: float, tokens: int, blocks: int
     )
 
 
-def _run_gateway(port: int, config: dict[str, Any], max_concurrency: int) -> None:
+def _run_gateway(
+    port: int, config: dict[str, Any], max_concurrency: int, profile: str | None = None
+) -> None:
     import uvicorn
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -92,7 +98,8 @@ def _run_gateway(port: int, config: dict[str, Any], max_concurrency: int) -> Non
     app = create_gateway_app(
         settings, parse_config(config), tracer_provider=provider, rng=np.random.default_rng(0)
     )
-    uvicorn.run(
+    run = functools.partial(
+        uvicorn.run,
         app,
         host="127.0.0.1",
         port=port,
@@ -100,6 +107,20 @@ def _run_gateway(port: int, config: dict[str, Any], max_concurrency: int) -> Non
         access_log=False,
         timeout_keep_alive=75,
     )
+    if profile is None:
+        run()
+        return
+    import cProfile
+    import signal
+
+    # uvicorn shuts down on SIGTERM (Process.terminate), then re-raises it with the handler
+    # that was there before: a no-op one lets run() return and the stats get written
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    # timer: CPU time of the event-loop thread, not wall time (on busy cores a wall-clock
+    # profile charges a write() with the time the woken peer process ran)
+    with cProfile.Profile(time.thread_time) as prof:
+        run()
+    prof.dump_stats(profile)
 
 
 def _wait(url: str, timeout_s: float = 60.0) -> None:
@@ -114,9 +135,11 @@ def _wait(url: str, timeout_s: float = 60.0) -> None:
     raise TimeoutError(url)
 
 
-def _cpu_s(pid: int) -> float:
+def _cpu_split_s(pid: int) -> tuple[float, float]:
+    """``(user_s, system_s)`` CPU time of process ``pid`` so far (``/proc``, clock ticks)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, clock ticks
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 async def _one(
@@ -261,7 +284,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--itl-ms", type=float, default=10.0)
     ap.add_argument("--prefix-requests", type=int, default=300)
     ap.add_argument("--personas", type=int, default=12)
+    ap.add_argument(
+        "--sections",
+        default="1,2,3,4",
+        help="comma-separated sections of the module doc to run (default: all)",
+    )
+    ap.add_argument(
+        "--profile",
+        default=None,
+        metavar="PATH",
+        help="run the routing gateway under cProfile (thread CPU time) and write its stats to "
+        "PATH (pstats)",
+    )
     args = ap.parse_args(argv)
+    try:
+        sections = {int(x) for x in args.sections.split(",") if x.strip()}
+    except ValueError:
+        ap.error(f"--sections: comma-separated numbers 1-4, got {args.sections!r}")
+    if not sections or not sections <= {1, 2, 3, 4}:
+        ap.error(f"--sections: comma-separated numbers 1-4, got {args.sections!r}")
     blocks = args.personas * 10 // 2  # half of the personas' 10 blocks each
     ctx = mp.get_context("spawn")
     eports = [_free_port() for _ in range(3)]
@@ -282,52 +323,84 @@ def main(argv: list[str] | None = None) -> int:
         )
         for p in eports
     ]
-    for port, cfg, conc in zip(gports, (gw_cfg, rr_cfg, cls_cfg), (256, 256, 24), strict=True):
-        procs.append(ctx.Process(target=_run_gateway, args=(port, cfg, conc), daemon=True))
+    needed = {0: bool(sections & {1, 2, 3}), 1: 2 in sections, 2: 4 in sections}
+    gw_procs: dict[int, Any] = {}
+    for i, (port, cfg, conc) in enumerate(
+        zip(gports, (gw_cfg, rr_cfg, cls_cfg), (256, 256, 24), strict=True)
+    ):
+        if needed[i]:
+            prof = args.profile if i == 0 else None
+            gw_procs[i] = ctx.Process(
+                target=_run_gateway, args=(port, cfg, conc, prof), daemon=True
+            )
+    procs += gw_procs.values()
     for p in procs:
         p.start()
     try:
         for e in engines:
             _wait(f"{e}/health")
-        for g in gws:
-            _wait(f"{g}/healthz")
-        gpid = procs[3].pid
-        assert gpid is not None
-        cpu0, t0 = _cpu_s(gpid), time.perf_counter()
-        res = asyncio.run(_latency(engines, gws[0], args.waves, args.concurrency))
-        cpu = _cpu_s(gpid) - cpu0
-        elapsed = time.perf_counter() - t0
-        hit_p = asyncio.run(_hit_rate(engines, gws[0], "p", args.prefix_requests, args.personas))
-        hit_rr = asyncio.run(_hit_rate(engines, gws[1], "r", args.prefix_requests, args.personas))
-        alone, together, share429 = asyncio.run(_tenants(gws[0], 100))
-        inter_q = asyncio.run(_classes(gws[2], 96))
+        for i in gw_procs:
+            _wait(f"{gws[i]}/healthz")
+        if 1 in sections:
+            gpid = gw_procs[0].pid
+            assert gpid is not None
+            print(f"# routing gateway pid {gpid} (attach a sampling profiler)", flush=True)
+            (u0, s0), t0 = _cpu_split_s(gpid), time.perf_counter()
+            res = asyncio.run(_latency(engines, gws[0], args.waves, args.concurrency))
+            u1, s1 = _cpu_split_s(gpid)
+            cpu_user, cpu_sys = u1 - u0, s1 - s0
+            cpu = cpu_user + cpu_sys
+            elapsed = time.perf_counter() - t0
+        if 2 in sections:
+            hit_p = asyncio.run(
+                _hit_rate(engines, gws[0], "p", args.prefix_requests, args.personas)
+            )
+            hit_rr = asyncio.run(
+                _hit_rate(engines, gws[1], "r", args.prefix_requests, args.personas)
+            )
+        if 3 in sections:
+            alone, together, share429 = asyncio.run(_tenants(gws[0], 100))
+        if 4 in sections:
+            inter_q = asyncio.run(_classes(gws[2], 96))
     finally:
         for p in procs:
             p.terminate()
-            p.join(timeout=10)
-    d_all, g_all = res["direct"], res["gateway"]
-    d, g = d_all[d_all[:, 2] == 200], g_all[g_all[:, 2] == 200]
-    added = {q: (np.percentile(g[:, 0], q) - np.percentile(d[:, 0], q)) * 1000 for q in (50, 99)}
-    ttft50 = (np.nanpercentile(g[:, 1], 50) - np.nanpercentile(d[:, 1], 50)) * 1000
-    print(
-        f"# {len(d)} direct + {len(g)} gateway streams at concurrency {args.concurrency} over 3 "
-        f"replicas, {elapsed:.1f} s; direct e2e p50 {np.percentile(d[:, 0], 50) * 1000:.1f} ms "
-        f"p99 {np.percentile(d[:, 0], 99) * 1000:.1f} ms (2 shared cores: CPU contention "
-        "dominates both)"
-    )
-    print(f"RESULT direct_failed_streams={int((d_all[:, 2] != 200).sum())} streams")
-    print(f"RESULT gateway_failed_streams={int((g_all[:, 2] != 200).sum())} streams")
-    print(f"RESULT gateway_added_p50_ms={added[50]:.2f} ms")
-    print(f"RESULT gateway_added_p99_ms={added[99]:.2f} ms")
-    print(f"RESULT gateway_added_ttft_p50_ms={ttft50:.2f} ms")
-    print(f"RESULT gateway_cpu_ms_per_stream={cpu / len(g) * 1000:.2f} ms")
-    print(f"RESULT prefix_hit_rate_prefix={hit_p:.3f} ratio")
-    print(f"RESULT prefix_hit_rate_round_robin={hit_rr:.3f} ratio")
-    print(f"RESULT prefix_hit_rate_prefix_over_round_robin={hit_p / max(hit_rr, 1e-9):.2f} x")
-    print(f"RESULT calm_p99_alone_ms={np.percentile(alone, 99) * 1000:.1f} ms")
-    print(f"RESULT calm_p99_with_noisy_ms={np.percentile(together, 99) * 1000:.1f} ms")
-    print(f"RESULT noisy_429_share={share429:.3f} ratio")
-    print(f"RESULT interactive_queue_p95_ms={np.percentile(inter_q, 95) * 1000:.1f} ms (slo 500)")
+            p.join(timeout=30)
+    if 1 in sections:
+        d_all, g_all = res["direct"], res["gateway"]
+        d, g = d_all[d_all[:, 2] == 200], g_all[g_all[:, 2] == 200]
+        added = {
+            q: (np.percentile(g[:, 0], q) - np.percentile(d[:, 0], q)) * 1000 for q in (50, 99)
+        }
+        ttft50 = (np.nanpercentile(g[:, 1], 50) - np.nanpercentile(d[:, 1], 50)) * 1000
+        print(
+            f"# {len(d)} direct + {len(g)} gateway streams at concurrency {args.concurrency} "
+            f"over 3 replicas, {elapsed:.1f} s; direct e2e p50 "
+            f"{np.percentile(d[:, 0], 50) * 1000:.1f} ms "
+            f"p99 {np.percentile(d[:, 0], 99) * 1000:.1f} ms (2 shared cores: CPU contention "
+            "dominates both)"
+        )
+        print(f"RESULT direct_failed_streams={int((d_all[:, 2] != 200).sum())} streams")
+        print(f"RESULT gateway_failed_streams={int((g_all[:, 2] != 200).sum())} streams")
+        print(f"RESULT gateway_added_p50_ms={added[50]:.2f} ms")
+        print(f"RESULT gateway_added_p99_ms={added[99]:.2f} ms")
+        print(f"RESULT gateway_added_ttft_p50_ms={ttft50:.2f} ms")
+        print(
+            f"# gateway CPU per stream: user {cpu_user / len(g) * 1000:.2f} ms, "
+            f"system {cpu_sys / len(g) * 1000:.2f} ms"
+        )
+        print(f"RESULT gateway_cpu_ms_per_stream={cpu / len(g) * 1000:.2f} ms")
+    if 2 in sections:
+        print(f"RESULT prefix_hit_rate_prefix={hit_p:.3f} ratio")
+        print(f"RESULT prefix_hit_rate_round_robin={hit_rr:.3f} ratio")
+        print(f"RESULT prefix_hit_rate_prefix_over_round_robin={hit_p / max(hit_rr, 1e-9):.2f} x")
+    if 3 in sections:
+        print(f"RESULT calm_p99_alone_ms={np.percentile(alone, 99) * 1000:.1f} ms")
+        print(f"RESULT calm_p99_with_noisy_ms={np.percentile(together, 99) * 1000:.1f} ms")
+        print(f"RESULT noisy_429_share={share429:.3f} ratio")
+    if 4 in sections:
+        q95 = np.percentile(inter_q, 95) * 1000
+        print(f"RESULT interactive_queue_p95_ms={q95:.1f} ms (slo 500)")
     return 0
 
 

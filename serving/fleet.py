@@ -63,6 +63,11 @@ class ReplicaState:
     prefix_hits: float | None = None
     served: int = 0
 
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.spec.url)
+        self._host = parts.hostname or ""
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+
     @property
     def url(self) -> str:
         """The replica's base URL."""
@@ -71,13 +76,12 @@ class ReplicaState:
     @property
     def host(self) -> str:
         """Host part of the URL (span attribute ``server.address``)."""
-        return urlsplit(self.spec.url).hostname or ""
+        return self._host
 
     @property
     def port(self) -> int:
         """Port of the URL, scheme default when absent (``server.port``)."""
-        parts = urlsplit(self.spec.url)
-        return parts.port or (443 if parts.scheme == "https" else 80)
+        return self._port
 
 
 class NoReplicaError(LookupError):

@@ -36,6 +36,7 @@ from fastapi.responses import JSONResponse, Response
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from serving.autoscale import Autoscaler, GatewayMetrics
 from serving.cache import ResponseCache
@@ -185,6 +186,43 @@ class Gateway:
         return target.rollout, decision.variant
 
 
+#: ``path -> gen_ai.operation.name`` of the proxied POST routes (:class:`HotPath`).
+PROXIED: dict[str, str] = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "text_completion",
+}
+
+
+class HotPath:
+    """Pure ASGI middleware that hands the proxied ``POST`` routes straight to :func:`proxy`.
+
+    Every chunk of a stream otherwise crosses FastAPI's routing, dependency solving and two
+    exception-handler ``send`` wrappers, which cost about as much CPU as the relay itself.
+    Installed as user middleware it still sits inside Starlette's ``ServerErrorMiddleware``
+    (an unhandled error is a 500 as before); every other request goes on to the router
+    unchanged, and the FastAPI routes of these paths stay declared (OpenAPI, other methods).
+    """
+
+    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
+        """``app``: the rest of the middleware stack; ``gateway``: the shared state."""
+        self.app = app
+        self.gateway = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point."""
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path = scope["path"]
+            root = scope.get("root_path")
+            if root and path.startswith(root):  # as Starlette's router matches
+                path = path[len(root) :]
+            operation = PROXIED.get(path)
+            if operation is not None:
+                response = await proxy(self.gateway, Request(scope, receive), operation, path)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_gateway_app(
     settings: GatewaySettings,
     config: GatewayConfig,
@@ -205,6 +243,7 @@ def create_gateway_app(
 
     app = FastAPI(title="driftline gateway", lifespan=lifespan)
     app.state.gateway = gw
+    app.add_middleware(HotPath, gateway=gw)
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:

@@ -74,26 +74,33 @@ async def relay(
     error: tuple[str, str] | None = None
     try:
         async for chunk in resp.content.iter_any():
-            buf += chunk
-            if b"\r" in buf:
-                buf = buf.replace(b"\r\n", b"\n")
-            end = buf.rfind(b"\n\n")
-            if end < 0:
+            if buf:
+                chunk = buf + chunk
+            if b"\r" in chunk:  # on the joined bytes: a "\r\n" may straddle two reads
+                chunk = chunk.replace(b"\r\n", b"\n")
+            end = chunk.rfind(b"\n\n") + 2
+            if end < 2:
+                buf = chunk
                 continue
-            complete, buf = buf[: end + 2], buf[end + 2 :]
-            events = complete.split(b"\n\n")[:-1]
-            dropped = False
-            out: list[bytes] = []
-            for ev in events:
-                if ev.startswith(b"data: ") and b"\n" not in ev:
-                    data: bytes | None = ev[6:]
-                else:
-                    data = event_data(ev + b"\n\n")
-                if data is not None and acc.add(data) and not client_usage:
-                    dropped = True
+            complete, buf = (chunk, b"") if end == len(chunk) else (chunk[:end], chunk[end:])
+            if complete.startswith(b"data: ") and complete.find(b"\n") == end - 2:
+                # one single-line event, the common case (vLLM writes one event at a time)
+                if acc.add(complete[6 : end - 2]) and not client_usage:
                     continue
-                out.append(ev)
-            payload = complete if not dropped else b"".join(e + b"\n\n" for e in out)
+                payload = complete
+            else:
+                dropped = False
+                out: list[bytes] = []
+                for ev in complete.split(b"\n\n")[:-1]:
+                    if ev.startswith(b"data: ") and b"\n" not in ev:
+                        data: bytes | None = ev[6:]
+                    else:
+                        data = event_data(ev + b"\n\n")
+                    if data is not None and acc.add(data) and not client_usage:
+                        dropped = True
+                        continue
+                    out.append(ev)
+                payload = complete if not dropped else b"".join(e + b"\n\n" for e in out)
             if kept is not None:
                 kept.append(payload)
             if payload:

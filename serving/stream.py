@@ -73,43 +73,57 @@ class StreamAccumulator:
     error: str | None = None
 
     def add(self, data: bytes) -> bool:
-        """Consume one event payload; return True when it is a usage-only chunk (no choices)."""
-        now = self.clock()
-        if data.strip() == DONE:
+        """Consume one event payload; return True when it is a usage-only chunk (no choices).
+
+        Runs once per streamed token at every stream, so it reads only what the outcome needs
+        (id, model, usage, text, finish reasons) with as few calls as it can.
+        """
+        if data[:1] != b"{" and data.strip() == DONE:
             self.done = True
             return False
+        now = self.clock()
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
             return False
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:  # orjson decodes objects to exact dicts
             return False
         if self.first_chunk_at is None:
             self.first_chunk_at = now
         if "error" in obj and "choices" not in obj:
-            err = obj.get("error")
+            err = obj["error"]
             self.error = (
                 str(err.get("type") or err.get("code") or "error")
                 if isinstance(err, dict)
                 else "error"
             )
             return False
-        self.response_id = self.response_id or obj.get("id")
-        self.response_model = self.response_model or obj.get("model")
-        self._usage(obj.get("usage"))
+        if not self.response_id:
+            self.response_id = obj.get("id")
+        if not self.response_model:
+            self.response_model = obj.get("model")
+        usage = obj.get("usage")
+        if usage is not None:
+            self._usage(usage)
         choices = obj.get("choices")
         if not choices:
-            return obj.get("usage") is not None
+            return usage is not None
         carried_text = False
         for ch in choices:
-            idx = int(ch.get("index", 0))
             delta = ch.get("delta")
             piece = delta.get("content") if isinstance(delta, dict) else ch.get("text")
-            if piece:
-                self.texts.setdefault(idx, []).append(piece)
-                carried_text = True
-            if ch.get("finish_reason"):
-                self.finish_reasons[idx] = str(ch["finish_reason"])
+            reason = ch.get("finish_reason")
+            if piece or reason:
+                idx = int(ch.get("index", 0))
+                if piece:
+                    texts = self.texts.get(idx)
+                    if texts is None:
+                        self.texts[idx] = [piece]
+                    else:
+                        texts.append(piece)
+                    carried_text = True
+                if reason:
+                    self.finish_reasons[idx] = str(reason)
         if carried_text:
             self.token_times.append(now)
         return False
