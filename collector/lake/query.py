@@ -14,12 +14,14 @@ runs (:func:`read_windows`) all read through here.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from collector.lake import manifest
 from collector.lake.layout import HOUR_NS, Lake
@@ -159,26 +161,69 @@ def read_summaries(
     return read_files(lake, paths, "*", where=where, params=params, tables={"wanted_hours": wanted})
 
 
+#: bytes of rollup month tables kept in memory (:func:`read_rollups`), least recently used out
+ROLLUP_CACHE_BYTES = 256 * 2**20
+_rollup_cache: OrderedDict[tuple[object, ...], pa.Table] = OrderedDict()
+_rollup_cache_lock = threading.Lock()
+
+
+def _file_identity(lake: Lake, path: str) -> tuple[object, ...] | None:
+    """What changes whenever the file at ``path`` is replaced (every lake write renames a new
+    file over the old one): size, modification time, inode / ETag; None when it is absent."""
+    try:
+        info = lake.fs.info(path)
+    except FileNotFoundError:
+        return None
+    stamp = info.get("mtime", info.get("LastModified", info.get("updated")))
+    ident = info.get("ino", info.get("ETag", info.get("etag", info.get("generation"))))
+    return (lake.url, path, info.get("size"), str(stamp), str(ident))
+
+
+def _rollup_month(lake: Lake, path: str) -> pa.Table | None:
+    """The whole rollup month file at ``path`` (None when absent), from memory while the file
+    is unchanged: sealed files are immutable until a re-seal or retention replaces them."""
+    key = _file_identity(lake, path)
+    if key is None:
+        return None
+    with _rollup_cache_lock:
+        hit = _rollup_cache.get(key)
+        if hit is not None:
+            _rollup_cache.move_to_end(key)
+            return hit
+    with lake.fs.open(path, "rb") as fh:
+        table = pq.read_table(fh)
+    with _rollup_cache_lock:
+        for old in [k for k in _rollup_cache if k[:2] == key[:2]]:  # older versions of the file
+            del _rollup_cache[old]
+        _rollup_cache[key] = table
+        total = sum(t.nbytes for t in _rollup_cache.values())
+        while total > ROLLUP_CACHE_BYTES and len(_rollup_cache) > 1:
+            total -= _rollup_cache.popitem(last=False)[1].nbytes
+    return table
+
+
 def read_rollups(
     lake: Lake, tenant: str, hours: Sequence[int], grouping: int, flt: Mapping[str, str]
 ) -> tuple[pa.Table, list[int]]:
     """Rollup rows (:mod:`collector.lake.rollup`) of the sealed ``hours`` with ``grouping_id =
     grouping`` and the column filters ``flt``, and the hours among ``hours`` that have rollups
-    at all (sorted; an hour sealed before rollups existed has none and must be read raw)."""
+    at all (sorted; an hour sealed before rollups existed has none and must be read raw).
+
+    Month files are kept in memory (at most :data:`ROLLUP_CACHE_BYTES`) and re-read when
+    replaced (checked on every call: one ``stat`` / ``HEAD`` per month)."""
     days = {h - h % (24 * HOUR_NS) for h in hours}  # a month path per day, not per hour
-    paths = [p for p in sorted({lake.rollup_path(tenant, d) for d in days}) if lake.fs.exists(p)]
-    if not paths:
+    months = [_rollup_month(lake, p) for p in sorted({lake.rollup_path(tenant, d) for d in days})]
+    tables = [t for t in months if t is not None]
+    if not tables:
         return pa.table({}), []
-    where, params = _where(None, None, flt)
-    wanted = pa.table({"h": pa.array(sorted(hours), pa.int64())})
-    where = (
-        f"hour_ns IN (SELECT h FROM wanted_hours) AND ((grouping_id = {int(grouping)} AND "
-        f"{where}) OR grouping_id = {ALL_ROLLED_UP})"
-    )
-    t = read_files(lake, paths, "*", where=where, params=params, tables={"wanted_hours": wanted})
+    t = pa.concat_tables(tables, promote_options="permissive")
+    t = t.filter(pc.is_in(t.column("hour_ns"), value_set=pa.array(sorted(hours), pa.int64())))
     gid = t.column("grouping_id")
     present = t.filter(pc.equal(gid, ALL_ROLLED_UP)).column("hour_ns").to_pylist()
-    return t.filter(pc.equal(gid, int(grouping))), sorted(int(h) for h in present)
+    mask = pc.equal(gid, int(grouping))
+    for col, value in flt.items():
+        mask = pc.and_(mask, pc.equal(t.column(col), value))  # a null key never matches
+    return t.filter(mask), sorted(int(h) for h in present)
 
 
 def _one_tenant(

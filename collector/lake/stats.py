@@ -137,7 +137,10 @@ def _from_rollups(
         sql = callstats.group_stats_sql(keys, HOUR_NS, need_end=False)
         if present:
             con.register("roll", roll)
-            sql = f"{rollup.stats_sql(keys)} UNION ALL BY NAME ({sql})"
+            raw_sql = sql
+            sql = rollup.stats_sql(keys)
+            if rest.num_rows:
+                sql = f"{sql} UNION ALL BY NAME ({raw_sql})"
         rows = callstats.aggregate(
             con, keys, bucket_ns=HOUR_NS, since_ns=since_ns, until_ns=until_ns, stats_sql=sql
         )

@@ -233,6 +233,28 @@ def test_stats_hourly_from_rollups_are_exact(store: tuple[str, Any], kw: dict[st
     assert {g["source"] for g in got} == {"rollup", "raw"}
 
 
+def test_reseal_replaces_the_rollups_read(store: tuple[str, Any]) -> None:
+    """Rollup month files are kept in memory between requests; a late span's re-seal replaces
+    the file and the next answer counts it."""
+    url, lake = store
+    seal.seal_pending(url, lake, now_ns=NOW, delay_s=0)
+    kw: dict[str, Any] = {"group_by": ["model"], "bucket_s": 3600}
+    first = stats.call_stats(url, lake, "default", **kw)
+    late = calldata.rows(
+        np.random.default_rng(9), 5, first_id=50_000, start_ns=T0 + 2 * HOUR, span_ns=HOUR
+    )
+    calldata.load(url, late)
+    assert seal.seal_pending(url, lake, now_ns=NOW, delay_s=0).sealed == [
+        ("default", T0 + 2 * HOUR)
+    ]
+    got = stats.call_stats(url, lake, "default", **kw)
+    assert sum(g["count"] for g in got) == sum(f["count"] for f in first) + 5
+    want = analytics.call_stats(url, "default", **kw)
+    assert [g["source"] for g in got] == [f["source"] for f in first]
+    for g, w in zip(got, want, strict=True):
+        _close(g, w, rel=1e-9)
+
+
 def test_hours_sealed_without_rollups_are_read_raw(store: tuple[str, Any]) -> None:
     """A lake sealed before rollups existed (no rollup file) still answers exactly, raw."""
     url, lake = store
