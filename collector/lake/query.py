@@ -150,21 +150,11 @@ def read_sealed(
     return read_files(lake, paths, select, where=where, params=params)
 
 
-def read_summaries(
-    lake: Lake, tenant: str, hours: Sequence[int], flt: Mapping[str, str]
-) -> pa.Table:
-    """Summary rows of the sealed ``hours`` (from their month files), column filters ``flt``."""
-    paths = sorted({lake.summary_path(tenant, h) for h in hours})
-    where, params = _where(None, None, flt)
-    wanted = pa.table({"h": pa.array(sorted(hours), pa.int64())})
-    where += " AND hour_ns IN (SELECT h FROM wanted_hours)"
-    return read_files(lake, paths, "*", where=where, params=params, tables={"wanted_hours": wanted})
-
-
-#: bytes of rollup month tables kept in memory (:func:`read_rollups`), least recently used out
-ROLLUP_CACHE_BYTES = 256 * 2**20
-_rollup_cache: OrderedDict[tuple[object, ...], pa.Table] = OrderedDict()
-_rollup_cache_lock = threading.Lock()
+#: bytes of summary and rollup month tables kept in memory (:func:`read_summaries`,
+#: :func:`read_rollups`), least recently used out
+MONTH_CACHE_BYTES = 256 * 2**20
+_month_cache: OrderedDict[tuple[object, ...], pa.Table] = OrderedDict()
+_month_cache_lock = threading.Lock()
 
 
 def _file_identity(lake: Lake, path: str) -> tuple[object, ...] | None:
@@ -179,27 +169,59 @@ def _file_identity(lake: Lake, path: str) -> tuple[object, ...] | None:
     return (lake.url, path, info.get("size"), str(stamp), str(ident))
 
 
-def _rollup_month(lake: Lake, path: str) -> pa.Table | None:
-    """The whole rollup month file at ``path`` (None when absent), from memory while the file
-    is unchanged: sealed files are immutable until a re-seal or retention replaces them."""
+def _month_table(lake: Lake, path: str) -> pa.Table | None:
+    """The whole summary or rollup month file at ``path`` (None when absent), from memory while
+    the file is unchanged: sealed files are immutable until a re-seal or retention replaces
+    them."""
     key = _file_identity(lake, path)
     if key is None:
         return None
-    with _rollup_cache_lock:
-        hit = _rollup_cache.get(key)
+    with _month_cache_lock:
+        hit = _month_cache.get(key)
         if hit is not None:
-            _rollup_cache.move_to_end(key)
+            _month_cache.move_to_end(key)
             return hit
     with lake.fs.open(path, "rb") as fh:
         table = pq.read_table(fh)
-    with _rollup_cache_lock:
-        for old in [k for k in _rollup_cache if k[:2] == key[:2]]:  # older versions of the file
-            del _rollup_cache[old]
-        _rollup_cache[key] = table
-        total = sum(t.nbytes for t in _rollup_cache.values())
-        while total > ROLLUP_CACHE_BYTES and len(_rollup_cache) > 1:
-            total -= _rollup_cache.popitem(last=False)[1].nbytes
+    with _month_cache_lock:
+        for old in [k for k in _month_cache if k[:2] == key[:2]]:  # older versions of the file
+            del _month_cache[old]
+        _month_cache[key] = table
+        total = sum(t.nbytes for t in _month_cache.values())
+        while total > MONTH_CACHE_BYTES and len(_month_cache) > 1:
+            total -= _month_cache.popitem(last=False)[1].nbytes
     return table
+
+
+def _month_rows(
+    lake: Lake, paths: set[str], hours: Sequence[int], flt: Mapping[str, str]
+) -> pa.Table | None:
+    """Rows of the month files ``paths`` whose ``hour_ns`` is in ``hours`` and whose columns
+    equal ``flt`` (a null never matches); None when no file exists."""
+    tables = [t for t in (_month_table(lake, p) for p in sorted(paths)) if t is not None]
+    if not tables:
+        return None
+    t = pa.concat_tables(tables, promote_options="permissive")
+    mask = pc.is_in(t.column("hour_ns"), value_set=pa.array(sorted(hours), pa.int64()))
+    for col, value in flt.items():
+        mask = pc.and_(mask, pc.equal(t.column(col), value))
+    return t.filter(mask)
+
+
+def read_summaries(
+    lake: Lake, tenant: str, hours: Sequence[int], flt: Mapping[str, str]
+) -> pa.Table:
+    """Summary rows of the sealed ``hours`` (from their month files, kept in memory like
+    :func:`read_rollups`), column filters ``flt``.
+
+    Raises:
+        FileNotFoundError: no summary file holds these hours.
+    """
+    days = {h - h % (24 * HOUR_NS) for h in hours}  # a month path per day, not per hour
+    t = _month_rows(lake, {lake.summary_path(tenant, d) for d in days}, hours, flt)
+    if t is None:
+        raise FileNotFoundError(f"lake {lake.url}: no summary file for tenant {tenant!r}")
+    return t
 
 
 def read_rollups(
@@ -209,15 +231,12 @@ def read_rollups(
     grouping`` and the column filters ``flt``, and the hours among ``hours`` that have rollups
     at all (sorted; an hour sealed before rollups existed has none and must be read raw).
 
-    Month files are kept in memory (at most :data:`ROLLUP_CACHE_BYTES`) and re-read when
+    Month files are kept in memory (at most :data:`MONTH_CACHE_BYTES`) and re-read when
     replaced (checked on every call: one ``stat`` / ``HEAD`` per month)."""
     days = {h - h % (24 * HOUR_NS) for h in hours}  # a month path per day, not per hour
-    months = [_rollup_month(lake, p) for p in sorted({lake.rollup_path(tenant, d) for d in days})]
-    tables = [t for t in months if t is not None]
-    if not tables:
+    t = _month_rows(lake, {lake.rollup_path(tenant, d) for d in days}, hours, {})
+    if t is None:
         return pa.table({}), []
-    t = pa.concat_tables(tables, promote_options="permissive")
-    t = t.filter(pc.is_in(t.column("hour_ns"), value_set=pa.array(sorted(hours), pa.int64())))
     gid = t.column("grouping_id")
     present = t.filter(pc.equal(gid, ALL_ROLLED_UP)).column("hour_ns").to_pylist()
     mask = pc.equal(gid, int(grouping))

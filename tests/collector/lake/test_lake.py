@@ -255,6 +255,31 @@ def test_reseal_replaces_the_rollups_read(store: tuple[str, Any]) -> None:
         _close(g, w, rel=1e-9)
 
 
+def test_api_names_each_rows_source_and_error_bound(store: tuple[str, Any]) -> None:
+    """``GET /api/v1/stats`` says per row what answered it: ``rollup`` / ``raw`` (exact, error
+    0.0) by default for hourly buckets, ``summary`` (0.01) when asked for."""
+    from fastapi.testclient import TestClient
+
+    from driftline.app import create_app
+    from tests.conftest import make_settings
+
+    url, lake = store
+    seal.seal_pending(url, lake, now_ns=NOW, delay_s=0)
+    settings = make_settings(
+        url, lake_url=lake.url, grpc_enabled=False, scheduler_enabled=False, auto_migrate=False
+    )
+    params = {"group_by": "model,bucket", "bucket": "1h", "since": str(T0 // 10**9)}
+    with TestClient(create_app(settings)) as client:
+        auto = client.get("/api/v1/stats", params=params).json()["items"]
+        summ = client.get("/api/v1/stats", params=params | {"source": "summary"}).json()["items"]
+    assert {(r["source"], r["quantile_relative_error"]) for r in auto} == {
+        ("rollup", 0.0),
+        ("raw", 0.0),
+    }
+    assert {(r["source"], r["quantile_relative_error"]) for r in summ} == {("summary", 0.01)}
+    assert [r["count"] for r in auto] == [r["count"] for r in summ]
+
+
 def test_hours_sealed_without_rollups_are_read_raw(store: tuple[str, Any]) -> None:
     """A lake sealed before rollups existed (no rollup file) still answers exactly, raw."""
     url, lake = store
