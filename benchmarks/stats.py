@@ -8,7 +8,9 @@ when the manifest already holds every row), measuring the seal rate and the proc
 growth while sealing (it should be flat: one hour in memory at a time).
 
 The real collector app (``create_app``, lifespan running, in-process ``TestClient``) answers the
-stats request ``--requests`` times over the whole range, nothing cached between requests:
+stats request ``--requests`` times over the whole range (no answer is cached between requests;
+the app keeps sealed summary / rollup month files in memory until they are replaced, so the
+first, unmeasured warm-up request pays their read, ~50-100 ms at 1 M calls):
 
 * ``stats_*``: the default (``source=auto``; for hourly buckets that is the exact per-hour
   rollups of the sealed hours, plus a raw read of any other hour);
