@@ -4,12 +4,13 @@ Layout (version 1, documented in ``docs/lake.md``; readers need nothing from dri
 
     <lake>/calls/v1/tenant=<t>/date=<YYYY-MM-DD>/hour=<HH>/data.parquet      one file per hour
     <lake>/summaries/v1/tenant=<t>/month=<YYYY-MM>/data.parquet               per-hour summaries
+    <lake>/rollups/v1/tenant=<t>/month=<YYYY-MM>/data.parquet                 per-hour rollups
     <lake>/_manifest/v1/tenant=<t>.json                                       sealed hours
 
 ``tenant`` is percent-encoded like Hive does (``urllib.parse.quote`` with no safe characters);
-``date`` / ``hour`` are the UTC hour of ``start_unix_nano``. Summaries (small: a few rows per
-hour) are kept in one file per tenant and month, with the hour in the column ``hour_ns``, so a
-month of them is one file to open. Files are zstd-compressed Parquet,
+``date`` / ``hour`` are the UTC hour of ``start_unix_nano``. Summaries and rollups (small: a
+few rows per hour) are kept in one file per tenant and month, with the hour in the column
+``hour_ns``, so a month of them is one file to open. Files are zstd-compressed Parquet,
 sorted by ``model, variant, start_unix_nano``. The partition columns are not stored inside the
 files (Spark and Trino take them from the path).
 """
@@ -104,11 +105,20 @@ class Lake:
     def data_path(self, dataset: str, tenant: str, hour_ns: int) -> str:
         return f"{self.partition_dir(dataset, tenant, hour_ns)}/{DATA_FILE}"
 
+    def month_path(self, dataset: str, tenant: str, hour_ns: int) -> str:
+        """The month file of a per-hour dataset (``summaries`` or ``rollups``) holding the rows
+        of ``hour_ns``."""
+        t = dt.datetime.fromtimestamp(hour_ns // 10**9, tz=dt.UTC)
+        folder = f"{self.dataset_dir(dataset)}/tenant={quote_tenant(tenant)}"
+        return f"{folder}/month={t:%Y-%m}/{DATA_FILE}"
+
     def summary_path(self, tenant: str, hour_ns: int) -> str:
         """The month file holding the summaries of ``hour_ns``."""
-        t = dt.datetime.fromtimestamp(hour_ns // 10**9, tz=dt.UTC)
-        folder = f"{self.dataset_dir('summaries')}/tenant={quote_tenant(tenant)}"
-        return f"{folder}/month={t:%Y-%m}/{DATA_FILE}"
+        return self.month_path("summaries", tenant, hour_ns)
+
+    def rollup_path(self, tenant: str, hour_ns: int) -> str:
+        """The month file holding the exact per-hour rollups of ``hour_ns``."""
+        return self.month_path("rollups", tenant, hour_ns)
 
     def tenant_dir(self, dataset: str, tenant: str) -> str:
         return f"{self.dataset_dir(dataset)}/tenant={quote_tenant(tenant)}"

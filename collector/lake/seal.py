@@ -2,8 +2,9 @@
 
 An hour ``[h, h + 1 h)`` of a tenant is *closed* once ``h + 1 h + delay`` has passed. Sealing it
 reads its calls from the store (every ``llm_calls`` column but ``tenant``, plus the derived
-indicators), sorts them by ``model, variant, start_unix_nano``, writes one zstd Parquet file
-and one summary file (:mod:`collector.lake.summary`), each to a temporary name then renamed over
+indicators), sorts them by ``model, variant, start_unix_nano``, writes one zstd Parquet file,
+its summary rows (:mod:`collector.lake.summary`) and its exact rollup rows
+(:mod:`collector.lake.rollup`) into their month files, each to a temporary name then renamed over
 the previous version, and finally records the hour and its *fingerprint* in the manifest.
 
 The fingerprint is a digest of per-hour aggregates of the store's rows (count, sums of the end
@@ -41,6 +42,7 @@ from collector.lake.layout import (
     hour_of,
 )
 from collector.lake.query import store_tenants
+from collector.lake.rollup import rollup
 from collector.lake.summary import summarize
 from collector.store import analytics, arrowfetch
 
@@ -118,13 +120,22 @@ def seal_hour(
     calls = calls.cast(calls_schema())
     _write_parquet(lake, lake.data_path("calls", tenant, hour_ns), calls)
     replace_summaries(lake, tenant, {hour_ns}, summarize(calls, con))
+    replace_month(lake, "rollups", tenant, {hour_ns}, rollup(calls, con))
     return manifest.Entry(calls.num_rows, fingerprint, time.time_ns())
 
 
 def replace_summaries(lake: Lake, tenant: str, hours: set[int], new: pa.Table | None) -> None:
-    """Rewrite the month file of ``hours`` (all in one month) without their old rows, plus
-    ``new``; the file is removed when nothing is left. Atomic like every lake write."""
-    path = lake.summary_path(tenant, min(hours))
+    """:func:`replace_month` of the ``summaries`` dataset."""
+    replace_month(lake, "summaries", tenant, hours, new)
+
+
+def replace_month(
+    lake: Lake, dataset: str, tenant: str, hours: set[int], new: pa.Table | None
+) -> None:
+    """Rewrite the month file of ``dataset`` (``summaries`` or ``rollups``) holding ``hours``
+    (all in one month) without their old rows, plus ``new``; the file is removed when nothing
+    is left. Atomic like every lake write."""
+    path = lake.month_path(dataset, tenant, min(hours))
     parts = []
     if lake.fs.exists(path):
         with lake.fs.open(path, "rb") as fh:
@@ -242,6 +253,7 @@ def apply_retention(
             if lake.fs.exists(folder):
                 lake.fs.rm(folder, recursive=True)
         for hours in months.values():
-            replace_summaries(lake, tenant, hours, None)
+            for dataset in ("summaries", "rollups"):
+                replace_month(lake, dataset, tenant, hours, None)
         deleted += len(old)
     return deleted

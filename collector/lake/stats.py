@@ -8,13 +8,16 @@ answered from per-hour summaries when the request allows it, else from raw calls
   raw and summarised on the fly, then everything is merged. Percentiles are within a relative
   :data:`collector.lake.summary.RELATIVE_ERROR` of the exact ones (see that module); counts,
   sums, rates and costs are exact.
-* ``source="auto"`` (default): summary when the request is eligible (group keys among model,
-  variant, rollout, service, bucket; a bucket a whole number of hours; no tenant grouping), the
-  bucket is a day or more (or absent), and at least one sealed hour lies inside the range;
-  else raw (as cheap there, and exact).
+* ``source="auto"`` (default): for buckets of exactly one hour (group keys among model,
+  variant, rollout, service, bucket; filters on those; no tenant grouping), *rollups*: each
+  group of a sealed hour inside the range is its exact rollup row
+  (:mod:`collector.lake.rollup`, computed when the hour was sealed), every other group (edge
+  hours cut by the range, hours not sealed yet or sealed before rollups existed) is aggregated
+  from raw calls; exact. Else summary when the request is eligible, the bucket is a day or
+  more (or absent), and at least one sealed hour lies inside the range; else raw.
 
-Every returned row says which it came from: ``source`` (``"summary"`` | ``"raw"``) and
-``quantile_relative_error`` (0.0 for raw).
+Every returned row says which it came from: ``source`` (``"rollup"`` | ``"summary"`` |
+``"raw"``) and ``quantile_relative_error`` (0.01 for summary, 0.0 for rollup and raw).
 """
 
 from __future__ import annotations
@@ -22,12 +25,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-import duckdb
 import pyarrow as pa
 
-from collector.lake import manifest, query, summary
-from collector.lake.layout import Lake
-from collector.store import analytics, callstats
+from collector.lake import manifest, query, rollup, summary
+from collector.lake.layout import HOUR_NS, Lake
+from collector.store import analytics, arrowfetch, callstats
 from collector.store.arrowfetch import FETCH_SLICES
 
 Source = Literal["auto", "raw", "summary"]
@@ -78,6 +80,80 @@ def _summaries(
     return pa.concat_tables([p.cast(parts[0].schema) for p in parts])
 
 
+def _raw_rest(
+    database_url: str,
+    lake: Lake,
+    tenant: str,
+    windows: Sequence[arrowfetch.Window],
+    names: Sequence[str],
+    flt: Mapping[str, str],
+    slices: int,
+) -> pa.Table:
+    """``names`` of the tenant's calls in ``windows`` through the query layer (sealed parts
+    from the lake, the rest from the store; ``None``: the calls of unknown start)."""
+    parts = [analytics.call_schema(names).empty_table()]
+    for w in windows:
+        if w is None:  # calls whose start is unknown live only in the store
+            parts.append(analytics.fetch_windows(database_url, tenant, names, [None], flt))
+            continue
+        parts.append(
+            query.fetch_calls(
+                database_url,
+                lake,
+                tenant,
+                since_ns=w[0],
+                until_ns=w[1],
+                columns=names,
+                filters=dict(flt),
+                slices=slices,
+            )
+        )
+    return pa.concat_tables(parts)
+
+
+def _from_rollups(
+    database_url: str,
+    lake: Lake,
+    tenant: str,
+    keys: Sequence[str],
+    since_ns: int | None,
+    until_ns: int | None,
+    flt: Mapping[str, str],
+    slices: int,
+) -> list[dict[str, Any]]:
+    """Hourly-bucket KPIs, exact: groups of sealed hours inside the range from their rollup
+    rows, every other hour (edges cut by the range, hours not sealed or sealed without rollups)
+    aggregated from its raw calls. The two sets of groups are disjoint (a group is one hour)."""
+    sealed = manifest.load(lake, tenant).sealed_in(since_ns, until_ns)
+    gid = rollup.grouping_id(keys, list(flt))
+    roll, present = query.read_rollups(lake, tenant, sealed, gid, flt)
+    names = callstats.needed_columns(keys, need_end=False)
+    windows = query.complement(since_ns, until_ns, present)
+    rest = _raw_rest(database_url, lake, tenant, windows, names, flt, slices)
+    con = query.cursor()
+    try:
+        con.register("votes", analytics.fetch_votes(database_url, tenant, since_ns, until_ns, flt))
+        con.register("calls", rest)
+        sql = callstats.group_stats_sql(keys, HOUR_NS, need_end=False)
+        if present:
+            con.register("roll", roll)
+            raw_sql = sql
+            sql = rollup.stats_sql(keys)
+            if rest.num_rows:
+                sql = f"{sql} UNION ALL BY NAME ({raw_sql})"
+        rows = callstats.aggregate(
+            con, keys, bucket_ns=HOUR_NS, since_ns=since_ns, until_ns=until_ns, stats_sql=sql
+        )
+    finally:
+        con.close()
+    rolled = {h // 10**9 for h in present}
+    for r in rows:
+        start = r["bucket_start_unix_s"]
+        r["source"] = "rollup" if start is not None and int(start) in rolled else "raw"
+        r["quantile_relative_error"] = 0.0
+    return rows
+
+
 def call_stats(
     database_url: str,
     lake: Lake | None,
@@ -116,6 +192,14 @@ def call_stats(
             "source: summary needs group keys among model, variant, rollout, service, bucket, "
             "a bucket of whole hours and a lake"
         )
+    if (
+        source == "auto"
+        and can
+        and lake is not None
+        and tenant is not None
+        and rollup.eligible(keys, bucket_ns, list(flt))
+    ):
+        return _from_rollups(database_url, lake, tenant, keys, since_ns, until_ns, flt, slices)
     use_summary = source == "summary" or (
         source == "auto"
         and can
@@ -125,7 +209,7 @@ def call_stats(
         and bool(manifest.load(lake, tenant).sealed_in(since_ns, until_ns))
     )
     who = None if all_tenants else tenant
-    con = duckdb.connect()
+    con = query.cursor()
     try:
         con.register("votes", analytics.fetch_votes(database_url, who, since_ns, until_ns, flt))
         if use_summary:

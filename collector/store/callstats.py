@@ -129,12 +129,13 @@ def _key_exprs(keys: Sequence[str], bucket_ns: int | None) -> list[str]:
     return out
 
 
-def _stats_sql(keys: Sequence[str], bucket_ns: int | None, need_end: bool) -> str:
-    """Aggregates per group (``g_<key>`` columns) over ``calls``."""
-    key_sel = ", ".join(_key_exprs(keys, bucket_ns))
-    prefix = key_sel + ", " if key_sel else ""
-    group = f"GROUP BY {', '.join('g_' + k for k in keys)}" if keys else ""
-    source = "calls" if need_end else "(SELECT *, NULL::BIGINT AS end_unix_nano FROM calls)"
+def metrics_sql(prefix: str, source: str, group: str) -> str:
+    """``SELECT {prefix}<every per-group aggregate> FROM <source plus derived columns> {group}``.
+
+    ``prefix`` selects the group columns (each followed by ``, ``) and may use the columns
+    computed over ``source``'s rows (``source`` has :func:`needed_columns` with
+    ``end_unix_nano``); ``group`` is the ``GROUP BY`` clause (or empty). The aggregate columns
+    are the ``s`` relation of :func:`final_sql` (``count``, ``q_<f>`` lists of p50/p95/p99 …)."""
     tps = (
         "CASE WHEN output_tokens > 0 AND e2e_s - ttft_s > 0 "
         "THEN output_tokens / (e2e_s - ttft_s) END AS tps"
@@ -147,7 +148,7 @@ def _stats_sql(keys: Sequence[str], bucket_ns: int | None, need_end: bool) -> st
         for f in LATENCY_FIELDS
     )
     return f"""
-  SELECT {"".join(f"g_{k}, " for k in keys)}
+  SELECT {prefix}
     count(*) AS count,
     sum(is_error)::BIGINT AS error_count,
     sum(is_rejected)::BIGINT AS rejection_count,
@@ -167,8 +168,18 @@ def _stats_sql(keys: Sequence[str], bucket_ns: int | None, need_end: bool) -> st
     sum(is_unpriced)::BIGINT AS unpriced_count,
     min(start_unix_nano) AS first_start_ns,
     max(end_unix_nano) AS last_end_ns
-  FROM (SELECT {prefix}*, {tps}, {priced} AS priced_tokens, {gpu} AS gpu_tokens FROM {source})
+  FROM (SELECT *, {tps}, {priced} AS priced_tokens, {gpu} AS gpu_tokens FROM {source})
   {group}"""
+
+
+def group_stats_sql(keys: Sequence[str], bucket_ns: int | None, need_end: bool) -> str:
+    """Aggregates per group (``g_<key>`` columns) over ``calls`` (``need_end``: it has an
+    ``end_unix_nano`` column)."""
+    key_sel = ", ".join(_key_exprs(keys, bucket_ns))
+    prefix = key_sel + ", " if key_sel else ""
+    group = f"GROUP BY {', '.join('g_' + k for k in keys)}" if keys else ""
+    source = "calls" if need_end else "(SELECT *, NULL::BIGINT AS end_unix_nano FROM calls)"
+    return metrics_sql(prefix, source, group)
 
 
 def _votes_sql(keys: Sequence[str], bucket_ns: int | None) -> str:
@@ -254,7 +265,7 @@ def final_sql(
     on = " AND ".join(f"s.g_{k} IS NOT DISTINCT FROM v.g_{k}" for k in keys) or "TRUE"
     order = ", ".join(f"s.g_{k} NULLS LAST" for k in keys) or "s.count"
     return f"""
-WITH s AS ({stats_sql or _stats_sql(keys, bucket_ns, need_end)}),
+WITH s AS ({stats_sql or group_stats_sql(keys, bucket_ns, need_end)}),
 v AS ({_votes_sql(keys, bucket_ns)})
 SELECT {", ".join(out)}
 FROM s LEFT JOIN v ON {on}

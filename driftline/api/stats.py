@@ -88,7 +88,8 @@ def stats(
     source: Annotated[
         str,
         Query(
-            description="auto (summaries when the request allows), raw (every call, exact) "
+            description="auto (exact per-hour rollups for bucket=1h, summaries for buckets of "
+            "a day or more, else raw), raw (every call, exact) "
             "or summary (per-hour histograms, percentiles within 1 %)"
         ),
     ] = "auto",

@@ -143,6 +143,10 @@ def test_retention_deletes_partitions(store: tuple[str, Any]) -> None:
         f"SELECT DISTINCT hour_ns FROM '{lake.summary_path('default', T0)}' ORDER BY 1"
     ).fetchall()
     assert [h for (h,) in left_summaries] == left
+    left_rollups = duckdb.sql(
+        f"SELECT DISTINCT hour_ns FROM '{lake.rollup_path('default', T0)}' ORDER BY 1"
+    ).fetchall()
+    assert [h for (h,) in left_rollups] == left
     assert os.path.exists(lake.partition_dir("calls", "default", T0 + 3 * HOUR))
 
 
@@ -185,12 +189,108 @@ def test_stats_raw_equal_store_and_summary_within_bound(
     auto = stats.call_stats(url, lake, "default", **kw)
     assert {r["source"] for r in raw} == {"raw"} and {r["source"] for r in summ} == {"summary"}
     coarse = kw.get("bucket_s") is None  # auto: summaries for no bucket / a day or more
-    assert {r["source"] for r in auto} == {"summary" if coarse else "raw"}
+    hourly = kw.get("bucket_s") == 3600  # auto: exact rollups of the sealed hours
+    expect = {"summary"} if coarse else {"rollup", "raw"} if hourly else {"raw"}
+    assert {r["source"] for r in auto} == expect
     assert summ[0]["quantile_relative_error"] == 0.01
-    assert len(raw) == len(want) == len(summ)
-    for r, s, w in zip(raw, summ, want, strict=True):
+    assert len(raw) == len(want) == len(summ) == len(auto)
+    for r, s, a, w in zip(raw, summ, auto, want, strict=True):
         _close(r, w, rel=1e-9)
         _close(s, w, rel=0.01)
+        _close(a, w, rel=0.01 if coarse else 1e-9)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"group_by": ["model"]},
+        {"group_by": ["model", "variant", "service"]},
+        {"group_by": [], "since_ns": T0 + 1800 * 10**9, "until_ns": T0 + 4 * HOUR + 7},
+        {"group_by": ["variant"], "filters": {"model": "gpt-4o"}, "since_ns": T0 + HOUR},
+        {"group_by": ["rollout"], "filters": {"variant": "candidate", "service": "chat-api"}},
+    ],
+)
+def test_stats_hourly_from_rollups_are_exact(store: tuple[str, Any], kw: dict[str, Any]) -> None:
+    """Hourly buckets: sealed whole hours come from their rollup rows, the edge hours cut by
+    the range and the unsealed hour 6 from raw calls; every figure equals the store's."""
+    url, lake = store
+    seal.seal_pending(url, lake, now_ns=NOW, delay_s=0)
+    kw = kw | {"bucket_s": 3600}
+    want = analytics.call_stats(url, "default", **kw)
+    got = stats.call_stats(url, lake, "default", **kw)
+    assert len(got) == len(want) > 0
+    sealed = set(manifest.load(lake, "default").sealed_in(kw.get("since_ns"), kw.get("until_ns")))
+    for g, w in zip(got, want, strict=True):
+        start = w["bucket_start_unix_s"]
+        whole = start is not None and int(start * 10**9) in sealed
+        assert g["source"] == ("rollup" if whole else "raw"), start
+        assert g["quantile_relative_error"] == 0.0
+        for k, v in w.items():  # percentiles bit-identical; sums up to summation order
+            if isinstance(v, float) and not k.endswith(("_p50", "_p95", "_p99")):
+                assert g[k] == pytest.approx(v, rel=1e-12), k
+            else:
+                assert g[k] == v, k
+    assert {g["source"] for g in got} == {"rollup", "raw"}
+
+
+def test_reseal_replaces_the_rollups_read(store: tuple[str, Any]) -> None:
+    """Rollup month files are kept in memory between requests; a late span's re-seal replaces
+    the file and the next answer counts it."""
+    url, lake = store
+    seal.seal_pending(url, lake, now_ns=NOW, delay_s=0)
+    kw: dict[str, Any] = {"group_by": ["model"], "bucket_s": 3600}
+    first = stats.call_stats(url, lake, "default", **kw)
+    late = calldata.rows(
+        np.random.default_rng(9), 5, first_id=50_000, start_ns=T0 + 2 * HOUR, span_ns=HOUR
+    )
+    calldata.load(url, late)
+    assert seal.seal_pending(url, lake, now_ns=NOW, delay_s=0).sealed == [
+        ("default", T0 + 2 * HOUR)
+    ]
+    got = stats.call_stats(url, lake, "default", **kw)
+    assert sum(g["count"] for g in got) == sum(f["count"] for f in first) + 5
+    want = analytics.call_stats(url, "default", **kw)
+    assert [g["source"] for g in got] == [f["source"] for f in first]
+    for g, w in zip(got, want, strict=True):
+        _close(g, w, rel=1e-9)
+
+
+def test_api_names_each_rows_source_and_error_bound(store: tuple[str, Any]) -> None:
+    """``GET /api/v1/stats`` says per row what answered it: ``rollup`` / ``raw`` (exact, error
+    0.0) by default for hourly buckets, ``summary`` (0.01) when asked for."""
+    from fastapi.testclient import TestClient
+
+    from driftline.app import create_app
+    from tests.conftest import make_settings
+
+    url, lake = store
+    seal.seal_pending(url, lake, now_ns=NOW, delay_s=0)
+    settings = make_settings(
+        url, lake_url=lake.url, grpc_enabled=False, scheduler_enabled=False, auto_migrate=False
+    )
+    params = {"group_by": "model,bucket", "bucket": "1h", "since": str(T0 // 10**9)}
+    with TestClient(create_app(settings)) as client:
+        auto = client.get("/api/v1/stats", params=params).json()["items"]
+        summ = client.get("/api/v1/stats", params=params | {"source": "summary"}).json()["items"]
+    assert {(r["source"], r["quantile_relative_error"]) for r in auto} == {
+        ("rollup", 0.0),
+        ("raw", 0.0),
+    }
+    assert {(r["source"], r["quantile_relative_error"]) for r in summ} == {("summary", 0.01)}
+    assert [r["count"] for r in auto] == [r["count"] for r in summ]
+
+
+def test_hours_sealed_without_rollups_are_read_raw(store: tuple[str, Any]) -> None:
+    """A lake sealed before rollups existed (no rollup file) still answers exactly, raw."""
+    url, lake = store
+    seal.seal_pending(url, lake, now_ns=NOW, delay_s=0)
+    lake.fs.rm(lake.rollup_path("default", T0))
+    kw: dict[str, Any] = {"group_by": ["model"], "bucket_s": 3600}
+    got = stats.call_stats(url, lake, "default", **kw)
+    assert {g["source"] for g in got} == {"raw"}
+    want = analytics.call_stats(url, "default", **kw)
+    for g, w in zip(got, want, strict=True):
+        _close(g, w, rel=1e-9)
 
 
 def test_stats_summary_refused_when_not_answerable(store: tuple[str, Any]) -> None:
