@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from collector.cost.prices import PriceTable
 from collector.ingest.writer import BatchWriter
-from collector.spool.log import TRACES_JSON, TRACES_PROTOBUF, Spool, SpoolFullError
+from collector.spool.log import TRACES_JSON, TRACES_PROTOBUF, Spool, SpoolFullError, segments_of
 from collector.spool.processor import SpoolProcessor, process
 from collector.spool.replay import replay
 from collector.store import engine as store_engine
@@ -52,7 +52,7 @@ def test_torn_tail_is_cut_and_appends_continue(tmp_path: Path) -> None:
     sp = Spool(tmp_path)
     end = sp.append(TRACES_JSON, "t", b"{}", 1).result(5)
     sp.close()
-    (_base, path), *_ = Spool(tmp_path).segments()[-1:]
+    (_base, path), *_ = segments_of(tmp_path)[-1:]
     with open(path, "ab") as f:  # a crash mid-append: half a record
         f.write(b"\x00\x00\x01\x00garbage")
     sp = Spool(tmp_path)
@@ -86,24 +86,34 @@ def test_prune_keeps_unprocessed_and_recent_segments(tmp_path: Path) -> None:
     sp.close()
 
 
-def test_collector_with_spool_acks_then_processes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_collector_with_spool_acks_then_processes(tmp_path: Path, mode: str) -> None:
+    """Process mode: the processor is a child process; bytes, lag and spans/s reach the
+    collector's /healthz and /metrics through the spool's files, the KPIs through its
+    exposition file."""
     settings = make_settings(
         f"sqlite:///{tmp_path}/d.db",
         grpc_enabled=False,
         spool_enabled=True,
         spool_dir=tmp_path / "sp",
+        spool_processor=mode,
     )
     with TestClient(create_app(settings)) as client:
         r = client.post("/v1/traces", content=pb_request(5, bad=1), headers=PB)
         assert r.status_code == 200
-        calls = wait_for(lambda: len(client.get("/api/v1/calls").json()["items"]) == 5)
+        calls = wait_for(lambda: len(client.get("/api/v1/calls").json()["items"]) == 5, 120)
         assert calls
         wait_for(lambda: client.get("/healthz").json()["spool_bytes"] == 0)
         health = client.get("/healthz").json()
         assert health["spool_lag_s"] == 0.0
+        assert health["spool_processor"]["mode"] == mode
+        if mode == "process":
+            assert health["spool_processor"]["pid"] not in (None, os.getpid())
+        wait_for(lambda: 'driftline_tokens_total{direction="input"' in client.get("/metrics").text)
         metrics = client.get("/metrics").text
         assert "driftline_spool_bytes 0.0" in metrics
-        assert "driftline_spool_spans_processed_total 5.0" in metrics
+        # from the processor's status file (process mode), polled by the supervisor
+        wait_for(lambda: "spool_spans_processed_total 5.0" in client.get("/metrics").text)
         # the same request again: upserted, not duplicated
         assert client.post("/v1/traces", content=pb_request(5), headers=PB).status_code == 200
         wait_for(lambda: client.get("/healthz").json()["spool_bytes"] == 0)
