@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
@@ -16,12 +17,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from sqlalchemy import text
 
 from collector.cost.prices import PriceTable
+from collector.errors import ConfigError
 from collector.ingest.writer import BatchWriter
 from collector.spool.log import TRACES_JSON, TRACES_PROTOBUF, Spool, SpoolFullError, segments_of
 from collector.spool.processor import SpoolProcessor, process
+from collector.spool.reader import SpoolLockedError, SpoolReader, acquire_processor_lock
 from collector.spool.replay import replay
 from collector.store import engine as store_engine
 from driftline.app import create_app
+from driftline.commands import spool as spool_cli
 from tests.collector.test_otlp_http import PB, pb_request
 from tests.conftest import PRICE_FIXTURE, LiveCollector, free_port, make_settings, wait_for
 
@@ -59,6 +63,47 @@ def test_torn_tail_is_cut_and_appends_continue(tmp_path: Path) -> None:
     assert os.path.getsize(path) == end and sp.durable_end == end
     end2 = sp.append(TRACES_JSON, "t", b"[]", 2).result(5)
     assert [r.body for r in sp.read(0)] == [b"{}", b"[]"] and end2 > end
+    sp.close()
+
+
+def test_reader_in_another_process_follows_the_appender_and_commits_for_it(
+    tmp_path: Path,
+) -> None:
+    """A SpoolReader (the processor process's view) sees complete records only, a record
+    still being written ends its read, and its commit frees the appender's bound."""
+    sp = Spool(tmp_path, max_bytes=400, external_commits=True)
+    reader = SpoolReader(tmp_path)
+    ends = [sp.append(TRACES_PROTOBUF, "t", b"z" * 100, i).result(5) for i in range(3)]
+    assert reader.wait(0, 5) and [r.end for r in reader.read(0)] == ends
+    (_base, path) = segments_of(tmp_path)[-1]
+    with open(path, "ab") as f:  # the receiver mid-write: a header and half a body
+        f.write(b"\x00\x00\x01\x00\x00\x00\x00\x00half")
+    assert [r.end for r in reader.read(0)] == ends
+    with pytest.raises(SpoolFullError):
+        sp.append(TRACES_PROTOBUF, "t", b"z" * 200, 9)
+    assert reader.lag_seconds() > 0
+    reader.commit(ends[-1])
+    assert sp.sync_committed(0.0) == ends[-1] and sp.lag_seconds() == 0.0
+    reader.close()
+    sp.close()
+
+
+def test_one_appender_and_one_processor_per_directory(tmp_path: Path) -> None:
+    """A second collector on the same spool fails at start-up naming the variable; a second
+    processor (``driftline spool process``) refuses, naming the holder."""
+    sp = Spool(tmp_path)
+    with pytest.raises(ConfigError, match="DRIFTLINE_SPOOL_DIR"):
+        Spool(tmp_path)
+    fd = acquire_processor_lock(tmp_path, wait=False)
+    assert fd is not None
+    with pytest.raises(SpoolLockedError, match=f"pid {os.getpid()}"):
+        acquire_processor_lock(tmp_path, wait=False)
+    result = CliRunner().invoke(spool_cli, ["process", "--spool-dir", str(tmp_path), "--no-wait"])
+    assert result.exit_code == 1 and "consumed by another processor" in result.output
+    os.close(fd)
+    again = acquire_processor_lock(tmp_path, wait=False)
+    assert again is not None
+    os.close(again)
     sp.close()
 
 
