@@ -153,8 +153,15 @@ class SpoolProcessor:
         return self._thread.is_alive()
 
     def describe(self) -> dict[str, object]:
-        """For ``/healthz``: mode and whether the thread runs."""
-        return {"mode": "thread", "alive": self._thread.is_alive()}
+        """For ``/healthz`` (the shape of :meth:`ProcessorSupervisor.describe`): mode, pid
+        (None when the thread has stopped), restarts (never), status age (not applicable)."""
+        alive = self._thread.is_alive()
+        return {
+            "mode": "thread",
+            "pid": os.getpid() if alive else None,
+            "restarts": 0,
+            "status_age_s": None,
+        }
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Stop after the batch in hand (what is left stays spooled for the next start)."""

@@ -85,7 +85,9 @@ class ProcessorSupervisor:
         return self.spool.lag_seconds()
 
     def describe(self) -> dict[str, Any]:
-        """For ``/healthz``: mode, child pid, restarts, seconds since the last status write."""
+        """For ``/healthz``: ``mode`` (process | external), ``pid`` of the processor (the
+        child's; external: the one that last wrote the status file), ``restarts`` of the child,
+        ``status_age_s``: seconds since the processor last wrote its status (None: never)."""
         age = self._counter.age_s()
         return {
             "mode": "process" if self.spawn else "external",

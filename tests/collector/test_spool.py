@@ -4,6 +4,7 @@ collector with the spool on (acknowledged on fsync, processed into the store).""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from collector.spool.log import TRACES_JSON, TRACES_PROTOBUF, Spool, SpoolFullEr
 from collector.spool.processor import SpoolProcessor, process
 from collector.spool.reader import SpoolLockedError, SpoolReader, acquire_processor_lock
 from collector.spool.replay import replay
+from collector.spool.worker import run_processor
 from collector.store import engine as store_engine
 from driftline.app import create_app
 from driftline.commands import spool as spool_cli
@@ -163,6 +165,37 @@ def test_collector_with_spool_acks_then_processes(tmp_path: Path, mode: str) -> 
         assert client.post("/v1/traces", content=pb_request(5), headers=PB).status_code == 200
         wait_for(lambda: client.get("/healthz").json()["spool_bytes"] == 0)
         assert len(client.get("/api/v1/calls").json()["items"]) == 5
+
+
+def test_external_processor_drains_a_collectors_spool(tmp_path: Path) -> None:
+    """``DRIFTLINE_SPOOL_PROCESSOR=external``: the collector runs no processor; the one of
+    ``driftline spool process`` (:func:`run_processor`, here on a thread) drains the spool and
+    the collector reports its progress from the status file."""
+    settings = make_settings(
+        f"sqlite:///{tmp_path}/d.db",
+        grpc_enabled=False,
+        spool_enabled=True,
+        spool_dir=tmp_path / "sp",
+        spool_processor="external",
+    )
+    stop = threading.Event()
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/v1/traces", content=pb_request(4), headers=PB).status_code == 200
+        time.sleep(0.3)
+        assert client.get("/healthz").json()["spool_bytes"] > 0  # nobody processes yet
+        worker = threading.Thread(
+            target=run_processor, args=(settings, [settings.spool_dir], stop.is_set)
+        )
+        worker.start()
+        try:
+            wait_for(lambda: len(client.get("/api/v1/calls").json()["items"]) == 4)
+            wait_for(lambda: client.get("/healthz").json()["spool_bytes"] == 0)
+            wait_for(lambda: "spool_spans_processed_total 4.0" in client.get("/metrics").text)
+            info = client.get("/healthz").json()["spool_processor"]
+            assert info["mode"] == "external" and info["pid"] == os.getpid()
+        finally:
+            stop.set()
+            worker.join(30)
 
 
 def test_full_spool_answers_503_with_retry_after(tmp_path: Path) -> None:
