@@ -271,7 +271,11 @@ class Spool:
         committed = self.sync_committed()
         if self.durable_end <= committed:
             return 0.0
-        return head_lag_seconds(self.segments(), committed, self.durable_end)
+        try:
+            return head_lag_seconds(self.segments(), committed, self.durable_end)
+        except FileNotFoundError:  # pruned by the processor past a stale offset: re-read it
+            committed = self.sync_committed(0.0)
+            return head_lag_seconds(self.segments(), committed, self.durable_end)
 
     def append(self, kind: int, tenant: str, body: bytes, received_unix_nano: int) -> Future[int]:
         """Queue a record; the future resolves (to its end offset) once it is fsynced.

@@ -174,3 +174,7 @@ class ProcessorSupervisor:
         if self._listener is not None:
             self._listener.stop()
             self._listener = None
+        if self._queue is not None:  # free the queue's and the event's semaphores now
+            self._queue.close()
+            self._queue.join_thread()
+            self._queue = self._child_stop = None
