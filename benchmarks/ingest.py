@@ -199,6 +199,12 @@ def main() -> None:
         help="content capture policy of the collector (default: the product default)",
     )
     ap.add_argument("--no-spool", dest="spool", action="store_false")
+    ap.add_argument(
+        "--spool-processor",
+        choices=["process", "thread"],
+        default="process",
+        help="where the spool processor runs (DRIFTLINE_SPOOL_PROCESSOR; default: its own process)",
+    )
     ap.add_argument("--paced-s", type=float, default=10.0, help="length of the paced phase")
     args = ap.parse_args()
 
@@ -231,6 +237,7 @@ def main() -> None:
             "DRIFTLINE_CAPTURE_CONTENT": args.capture,
             "DRIFTLINE_SPOOL_ENABLED": "true" if args.spool else "false",
             "DRIFTLINE_SPOOL_DIR": f"{tmp}/spool",
+            "DRIFTLINE_SPOOL_PROCESSOR": args.spool_processor,
         },
     )
     try:

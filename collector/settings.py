@@ -95,6 +95,12 @@ class Settings(BaseSettings):
         False,
         description="Acknowledge OTLP requests once fsynced to the spool; a processor writes them.",
     )
+    spool_processor: Literal["process", "thread", "external"] = Field(
+        "process",
+        description="Where the spool processor runs: `process` (its own process, started and "
+        "restarted by the collector: a second core), `thread` (inside the collector), "
+        "`external` (none here: run `driftline spool process`).",
+    )
     spool_dir: Path = Field(
         Path("./driftline-data/spool"), description="Directory of the spool's segment files."
     )

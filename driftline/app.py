@@ -25,7 +25,10 @@ from collector.scheduler import JobContext, Scheduler
 from collector.settings import Settings, is_loopback
 from collector.spool.log import Spool
 from collector.spool.processor import SpoolProcessor
+from collector.spool.supervisor import ProcessorSupervisor
+from collector.spool.worker import KPI_FILE
 from collector.store import engine as store_engine
+from collector.telemetry.exposition import ExpositionFile
 from collector.telemetry.kpis import LLMKpis
 from collector.telemetry.metrics import IngestMetrics
 from driftline.api import alerts as api_alerts
@@ -99,18 +102,33 @@ def create_app(settings: Settings) -> FastAPI:
         pending = feedback.has_pending(engine)
         state.extras["feedback_pending_tenants"] = pending
         state.extras["log_joiner"] = joiner
-        processor = None
+        processor: SpoolProcessor | ProcessorSupervisor | None = None
+        spool: Spool | None = None
         if settings.spool_enabled:
-            spool = Spool(settings.spool_dir, max_bytes=settings.spool_max_bytes)
-            processor = SpoolProcessor(
-                spool,
-                writer,
-                joiner=joiner,
-                capture_mode=capture.mode,
-                max_text_chars=settings.max_text_chars,
-                keep_s=settings.spool_keep_s,
+            in_thread = settings.spool_processor == "thread"
+            spool = Spool(
+                settings.spool_dir,
+                max_bytes=settings.spool_max_bytes,
+                external_commits=not in_thread,
             )
-            processor.on_processed = metrics.spans_processed.inc
+            if in_thread:
+                processor = SpoolProcessor(
+                    spool,
+                    writer,
+                    joiner=joiner,
+                    capture_mode=capture.mode,
+                    max_text_chars=settings.max_text_chars,
+                    keep_s=settings.spool_keep_s,
+                )
+                processor.on_processed = metrics.spans_processed.inc
+            else:  # its own process (or another host's): metrics come from its files
+                processor = ProcessorSupervisor(
+                    settings,
+                    spool,
+                    spawn=settings.spool_processor == "process",
+                    on_processed=metrics.spans_processed.inc,
+                )
+                state.kpi_sources.append(ExpositionFile(settings.spool_dir / KPI_FILE))
             metrics.spool_bytes.set_function(lambda: spool.unprocessed_bytes)
             metrics.spool_lag_seconds.set_function(processor.lag_seconds)
             processor.start()
@@ -170,7 +188,8 @@ def create_app(settings: Settings) -> FastAPI:
                 grpc_server.stop(grace=5).wait(10)
             if processor is not None:
                 processor.close()
-                processor.spool.close()
+            if spool is not None:
+                spool.close()
             writer.close()
             engine.dispose()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import gc
 import logging
+import os
 from pathlib import Path
 
 import click
@@ -283,3 +284,57 @@ def spool_replay(since: str, database_url: str | None, spool_dir: Path | None) -
     finally:
         engine.dispose()
     click.echo(f"replayed {records} requests, {spans} spans from {settings.spool_dir}")
+
+
+@spool.command("process")
+@click.option(
+    "--spool-dir",
+    "spool_dirs",
+    type=click.Path(path_type=Path),
+    multiple=True,
+    help="A spool to drain (repeat for several collectors' spools); default DRIFTLINE_SPOOL_DIR.",
+)
+@click.option("--database-url", default=None)
+@click.option(
+    "--wait/--no-wait",
+    default=False,
+    help="When another processor consumes a spool: wait for it to stop (default: refuse).",
+)
+@click.option("--log-level", default="info", show_default=True)
+def spool_process(
+    spool_dirs: tuple[Path, ...], database_url: str | None, wait: bool, log_level: str
+) -> None:
+    """Normalise and write spooled requests into the store until SIGTERM / Ctrl-C.
+
+    Run it beside collectors started with DRIFTLINE_SPOOL_PROCESSOR=external (each collector
+    its own spool directory). Only one processor consumes a directory at a time.
+    """
+    import signal
+    import threading
+
+    from collector.spool.reader import SpoolLockedError, acquire_processor_lock
+    from collector.spool.worker import run_processor
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = load_settings(database_url=database_url)
+    dirs = [Path(d) for d in spool_dirs] or [settings.spool_dir]
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    held: list[int] = []
+    try:
+        for d in dirs:  # refuse (or wait) up front; the processors take the lock again
+            fd = acquire_processor_lock(d, wait=wait, stop=stop.is_set, on_wait=click.echo)
+            if fd is None:
+                return
+            held.append(fd)
+    except SpoolLockedError as exc:
+        raise click.ClickException(f"{exc}; stop it first, or pass --wait") from None
+    finally:
+        for fd in held:
+            os.close(fd)
+    if settings.auto_migrate:
+        store_engine.upgrade(settings.database_url)
+    run_processor(settings, dirs, stop.is_set)

@@ -6,7 +6,9 @@ that resolves once the record is on disk (``os.fsync`` of the segment, one per g
 concurrent appends), so an acknowledgement sent after it survives ``kill -9`` and power loss.
 The processor's position is the ``offset`` file (written to a temporary file, fsynced and
 renamed: atomic). On open, a torn record at the end (a crash mid-append, never acknowledged)
-is cut off.
+is cut off. One :class:`Spool` appends to a directory at a time (``writer.lock``, an
+``fcntl.flock`` the kernel releases when its process dies); a processor in another process
+reads the same files through :class:`collector.spool.reader.SpoolReader`.
 
 Record layout (big-endian): ``u32 length of the rest | u32 crc32 of the rest |`` rest =
 ``i64 receive time (unix ns) | u8 kind | u16 tenant length | tenant (utf-8) | body``.
@@ -14,6 +16,7 @@ Record layout (big-endian): ``u32 length of the rest | u32 crc32 of the rest |``
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import logging
 import os
@@ -26,7 +29,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from collector.errors import QueueFullError
+from collector.errors import ConfigError, QueueFullError
 
 log = logging.getLogger(__name__)
 
@@ -73,19 +76,132 @@ def _records(data: bytes, base: int) -> Iterator[tuple[int, Record]]:
         pos = end
 
 
+def segments_of(directory: Path) -> list[tuple[int, Path]]:
+    """(base offset, path) of every segment file in ``directory``, oldest first."""
+    out = [(int(p.stem), p) for p in Path(directory).glob("*.seg") if p.stem.isdigit()]
+    return sorted(out)
+
+
+def read_offset(directory: Path) -> int:
+    """The processor's committed offset in ``directory`` (the first segment's base, or 0, when
+    nothing was ever committed)."""
+    try:
+        return int((Path(directory) / "offset").read_text().strip() or 0)
+    except FileNotFoundError:
+        segs = segments_of(directory)
+        return segs[0][0] if segs else 0
+
+
+def write_offset(directory: Path, offset: int) -> None:
+    """Record ``offset`` as committed: temporary file, fsync, rename (atomic and durable)."""
+    tmp = Path(directory) / "offset.tmp"
+    with open(tmp, "w") as f:
+        f.write(str(offset))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, Path(directory) / "offset")
+
+
+def read_records(
+    segs: list[tuple[int, Path]], offset: int, end: int, max_bytes: int
+) -> list[Record]:
+    """Complete records of ``segs`` from ``offset`` (a record boundary) up to ``end``: those
+    that start within the next ``max_bytes`` bytes of its segment, at least one when there is
+    one. A torn or half-written record ends the list."""
+    if offset >= end:
+        return []
+    for i, (base, path) in enumerate(segs):
+        nxt = segs[i + 1][0] if i + 1 < len(segs) else end
+        if not base <= offset < nxt:
+            continue
+        limit = min(nxt, end) - offset
+        with open(path, "rb") as f:
+            f.seek(offset - base)
+            data = f.read(min(limit, max_bytes))
+            out = [rec for _s, rec in _records(data, offset)]
+            if not out and len(data) < limit:  # one record larger than max_bytes
+                data += f.read(limit - len(data))
+                out = [rec for _s, rec in _records(data, offset)]
+        return out
+    return []
+
+
+def prune_segments(segs: list[tuple[int, Path]], committed: int, keep_s: float) -> int:
+    """Delete the segments of ``segs`` wholly before ``committed`` and older than ``keep_s``
+    seconds (the last segment never); returns how many."""
+    n = 0
+    cutoff = time.time() - keep_s
+    for (_base, path), (next_base, _) in itertools.pairwise(segs):
+        if next_base <= committed and path.stat().st_mtime < cutoff:
+            path.unlink()
+            n += 1
+    return n
+
+
+def lock_file(path: Path) -> int | None:
+    """Take an exclusive ``fcntl.flock`` on ``path`` (created) without waiting; returns its
+    file descriptor (close it to release), or None when another open file holds it. The
+    holder's pid is written into the file for messages."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def lock_holder(path: Path) -> str:
+    """The pid written in lock file ``path`` ("unknown" if none)."""
+    try:
+        return Path(path).read_text().strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def head_lag_seconds(segs: list[tuple[int, Path]], committed: int, end: int) -> float:
+    """Age in seconds of the record at ``committed`` (the oldest not yet in the store); 0 when
+    there is none."""
+    head = read_records(segs, committed, end, 1)
+    if not head:
+        return 0.0
+    return max(time.time_ns() - head[0].received_unix_nano, 0) / 1e9
+
+
 class Spool:
-    """The spool in ``directory``.
+    """The appending side of the spool in ``directory``.
 
     Args:
         max_bytes: unprocessed bytes at most; beyond, :meth:`append` raises SpoolFullError.
         segment_bytes: a new segment file is started past this size.
+        external_commits: the processor runs in another process and commits the ``offset``
+            file there; :attr:`committed` is re-read from it (at most every 50 ms) when needed.
+
+    Raises:
+        ConfigError: another process appends to ``directory`` (names DRIFTLINE_SPOOL_DIR).
     """
 
     def __init__(
-        self, directory: Path, *, max_bytes: int = 1 << 30, segment_bytes: int = 64 << 20
+        self,
+        directory: Path,
+        *,
+        max_bytes: int = 1 << 30,
+        segment_bytes: int = 64 << 20,
+        external_commits: bool = False,
     ) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        lock = lock_file(self.dir / "writer.lock")
+        if lock is None:
+            raise ConfigError(
+                f"DRIFTLINE_SPOOL_DIR: {self.dir} is in use by another collector (pid "
+                f"{lock_holder(self.dir / 'writer.lock')}); give each collector its own spool"
+            )
+        self._lock_fd = lock
+        self.external_commits = external_commits
+        self._synced_at = 0.0
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
         self._cond = threading.Condition()
@@ -101,8 +217,7 @@ class Spool:
     # ------------------------------------------------------------------ files
     def segments(self) -> list[tuple[int, Path]]:
         """(base offset, path) of every segment, oldest first."""
-        out = [(int(p.stem), p) for p in self.dir.glob("*.seg") if p.stem.isdigit()]
-        return sorted(out)
+        return segments_of(self.dir)
 
     def _open_tail(self) -> None:
         segs = self.segments()
@@ -126,27 +241,41 @@ class Spool:
         self._end = base + valid
 
     def _read_offset(self) -> int:
-        try:
-            return int((self.dir / "offset").read_text().strip() or 0)
-        except FileNotFoundError:
-            segs = self.segments()
-            return segs[0][0] if segs else 0
+        return read_offset(self.dir)
 
     def commit(self, offset: int) -> None:
         """Record that everything before ``offset`` is in the store (atomic, durable)."""
-        tmp = self.dir / "offset.tmp"
-        with open(tmp, "w") as f:
-            f.write(str(offset))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.dir / "offset")
+        write_offset(self.dir, offset)
         with self._cond:
             self.committed = offset
+
+    def sync_committed(self, max_age_s: float = 0.05) -> int:
+        """With ``external_commits``, re-read the ``offset`` file if the last read is older
+        than ``max_age_s``; returns :attr:`committed`."""
+        now = time.monotonic()
+        if self.external_commits and now - self._synced_at >= max_age_s:
+            self._synced_at = now
+            offset = self._read_offset()
+            with self._cond:
+                self.committed = max(self.committed, offset)
+        return self.committed
 
     # ------------------------------------------------------------------ appends
     @property
     def unprocessed_bytes(self) -> int:
-        return self.durable_end - self.committed
+        """Durable bytes not yet committed to the store."""
+        return self.durable_end - self.sync_committed()
+
+    def lag_seconds(self) -> float:
+        """Age of the oldest spooled request not yet in the store, in seconds; 0 when none."""
+        committed = self.sync_committed()
+        if self.durable_end <= committed:
+            return 0.0
+        try:
+            return head_lag_seconds(self.segments(), committed, self.durable_end)
+        except FileNotFoundError:  # pruned by the processor past a stale offset: re-read it
+            committed = self.sync_committed(0.0)
+            return head_lag_seconds(self.segments(), committed, self.durable_end)
 
     def append(self, kind: int, tenant: str, body: bytes, received_unix_nano: int) -> Future[int]:
         """Queue a record; the future resolves (to its end offset) once it is fsynced.
@@ -160,7 +289,10 @@ class Spool:
             if self._closing:
                 raise SpoolFullError("the collector is shutting down", retry_after_s=5)
             queued = sum(len(d) for d, _ in self._pending)
-            if self._end + queued + len(data) - self.committed > self.max_bytes:
+            over = self._end + queued + len(data) - self.max_bytes
+            if over > self.committed:  # the processor may have moved on since (RLock)
+                self.sync_committed(0.0)
+            if over > self.committed:
                 raise SpoolFullError(
                     f"spool full ({self._end - self.committed} bytes not yet processed)",
                     retry_after_s=1,
@@ -217,21 +349,7 @@ class Spool:
         end = self.durable_end
         if offset >= end:
             return []
-        segs = self.segments()
-        for i, (base, path) in enumerate(segs):
-            nxt = segs[i + 1][0] if i + 1 < len(segs) else end
-            if not base <= offset < nxt:
-                continue
-            limit = min(nxt, end) - offset
-            with open(path, "rb") as f:
-                f.seek(offset - base)
-                data = f.read(min(limit, max_bytes))
-                out = [rec for _s, rec in _records(data, offset)]
-                if not out and len(data) < limit:  # one record larger than max_bytes
-                    data += f.read(limit - len(data))
-                    out = [rec for _s, rec in _records(data, offset)]
-            return out
-        return []
+        return read_records(self.segments(), offset, end, max_bytes)
 
     def wait(self, offset: int, timeout_s: float) -> bool:
         """Wait until data past ``offset`` is durable; True if there is some."""
@@ -247,14 +365,7 @@ class Spool:
 
     def prune(self, keep_s: float) -> int:
         """Delete processed segments older than ``keep_s`` seconds; returns how many."""
-        n = 0
-        segs = self.segments()
-        cutoff = time.time() - keep_s
-        for (_base, path), (next_base, _) in itertools.pairwise(segs):
-            if next_base <= self.committed and path.stat().st_mtime < cutoff:
-                path.unlink()
-                n += 1
-        return n
+        return prune_segments(self.segments(), self.committed, keep_s)
 
     def close(self) -> None:
         with self._cond:
@@ -262,3 +373,4 @@ class Spool:
             self._cond.notify_all()
         self._thread.join(10)
         self._file.close()
+        os.close(self._lock_fd)  # releases writer.lock

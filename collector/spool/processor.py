@@ -8,15 +8,24 @@ tenant's capture policy, writes spans through the :class:`~collector.ingest.writ
 commits the spool offset. A crash in between re-processes the records: spans and call records
 upsert on (tenant, trace_id, span_id), so nothing is duplicated. A store outage stops the
 offset; the records are retried until the store is back.
+
+The spool is the appender itself (:class:`~collector.spool.log.Spool`, thread mode) or a
+:class:`~collector.spool.reader.SpoolReader` (the processor in a process of its own,
+:mod:`collector.spool.worker`). Either way the thread first takes the directory's
+``processor.lock`` (waiting while another processor holds it) and keeps the status file
+(:mod:`collector.spool.status`) current.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from pathlib import Path
+from typing import Protocol
 
 from collector.errors import BadRequestError
 from collector.ingest import decode as codec
@@ -24,11 +33,32 @@ from collector.ingest.log_join import LogJoiner
 from collector.ingest.logs import decode_logs
 from collector.ingest.prepare import prepare
 from collector.ingest.writer import BatchWriter
-from collector.spool.log import LOGS_JSON, LOGS_PROTOBUF, TRACES_JSON, Record, Spool
+from collector.spool import status as status_file
+from collector.spool.log import LOGS_JSON, LOGS_PROTOBUF, TRACES_JSON, Record
+from collector.spool.reader import acquire_processor_lock
 
 log = logging.getLogger(__name__)
 RETRY_S = 1.0
 PRUNE_EVERY_S = 60.0
+
+
+class SpoolSource(Protocol):
+    """What the processor needs of a spool (:class:`~collector.spool.log.Spool` or
+    :class:`~collector.spool.reader.SpoolReader`)."""
+
+    dir: Path
+    committed: int
+
+    @property
+    def unprocessed_bytes(self) -> int: ...
+
+    def read(self, offset: int, max_bytes: int = ...) -> list[Record]: ...
+
+    def wait(self, offset: int, timeout_s: float) -> bool: ...
+
+    def commit(self, offset: int) -> None: ...
+
+    def prune(self, keep_s: float) -> int: ...
 
 
 def media_of(kind: int) -> str:
@@ -71,11 +101,12 @@ def process(
 
 
 class SpoolProcessor:
-    """Drains ``spool`` into the store on a thread of its own (:meth:`start`, :meth:`close`)."""
+    """Drains ``spool`` into the store on a thread of its own (:meth:`start`, :meth:`close`),
+    once it holds the directory's ``processor.lock``."""
 
     def __init__(
         self,
-        spool: Spool,
+        spool: SpoolSource,
         writer: BatchWriter,
         *,
         joiner: LogJoiner | None,
@@ -99,6 +130,9 @@ class SpoolProcessor:
         self.on_processed: Callable[[int], None] | None = None
         #: receive time of the oldest record not yet committed (None: caught up)
         self.oldest_pending_ns: int | None = None
+        self._lock_fd: int | None = None
+        self._started_unix = time.time()
+        self._status_at = 0.0
 
     def lag_seconds(self) -> float:
         """Age of the oldest spooled record not yet in the store; 0 when caught up."""
@@ -115,17 +149,65 @@ class SpoolProcessor:
     def start(self) -> None:
         self._thread.start()
 
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def describe(self) -> dict[str, object]:
+        """For ``/healthz`` (the shape of :meth:`ProcessorSupervisor.describe`): mode, pid
+        (None when the thread has stopped), restarts (never), status age (not applicable)."""
+        alive = self._thread.is_alive()
+        return {
+            "mode": "thread",
+            "pid": os.getpid() if alive else None,
+            "restarts": 0,
+            "status_age_s": None,
+        }
+
     def close(self, timeout_s: float = 30.0) -> None:
         """Stop after the batch in hand (what is left stays spooled for the next start)."""
         self._stop.set()
         self._thread.join(timeout_s)
 
+    def _write_status(self, *, idle: bool) -> None:
+        now = time.monotonic()
+        every = status_file.IDLE_WRITE_EVERY_S if idle else status_file.WRITE_EVERY_S
+        if now - self._status_at < every:
+            return
+        self._status_at = now
+        try:
+            status_file.write_status(
+                self.spool.dir,
+                status_file.ProcessorStatus(
+                    os.getpid(),
+                    self._started_unix,
+                    self.spans_processed,
+                    self.spool.committed,
+                    time.time(),
+                ),
+            )
+        except OSError as exc:
+            log.warning("spool status file not written: %s", exc)
+
     def _run(self) -> None:
+        self._lock_fd = acquire_processor_lock(
+            self.spool.dir, wait=True, stop=self._stop.is_set, on_wait=log.warning
+        )
+        if self._lock_fd is None:
+            return
+        try:
+            self._drain()
+        finally:
+            self._status_at = 0.0
+            self._write_status(idle=False)
+            os.close(self._lock_fd)  # releases processor.lock
+
+    def _drain(self) -> None:
         while not self._stop.is_set():
             offset = self.spool.committed
             records = self.spool.read(offset, self._batch_bytes)
             if not records:
                 self.oldest_pending_ns = None
+                self._write_status(idle=True)
                 self._prune()
                 self.spool.wait(offset, 0.5)
                 continue
@@ -151,6 +233,7 @@ class SpoolProcessor:
             self.spans_processed += spans
             if self.on_processed is not None:
                 self.on_processed(spans)
+            self._write_status(idle=False)
 
     def _prune(self) -> None:
         """Delete processed segments past their keep time, at most once a minute."""

@@ -20,6 +20,7 @@ from collector.cost.prices import PriceTable
 from collector.ingest.capture import CapturePolicies
 from collector.ingest.writer import BatchWriter
 from collector.settings import Settings
+from collector.telemetry.exposition import Source
 from collector.telemetry.metrics import IngestMetrics
 
 DEV_TENANT = "default"
@@ -41,6 +42,8 @@ class AppState:
     extras: dict[str, Any] = field(default_factory=dict)
     #: per-tenant LLM KPI series; exposed only to keys (collector.telemetry.exposition)
     kpi_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    #: more KPI sources merged into the same view (a spool processor in another process)
+    kpi_sources: list[Source] = field(default_factory=list)
 
 
 def get_state(request: Request) -> AppState:

@@ -36,9 +36,10 @@ def healthz(state: State) -> Any:
         "grpc_port": state.grpc_port,
     }
     processor = state.extras.get("spool_processor")
-    if processor is not None:
+    if processor is not None:  # from the spool's files when the processor runs elsewhere
         body["spool_bytes"] = processor.spool.unprocessed_bytes
         body["spool_lag_s"] = processor.lag_seconds()
+        body["spool_processor"] = processor.describe()
     return JSONResponse(body, status_code=200 if db == "ok" else 503)
 
 
@@ -53,6 +54,9 @@ def metrics(request: Request, state: State) -> Response:
         all_tenants = principal.allows("admin")
         tenant = principal.tenant if principal.allows("read") else None
     body = exposition.scoped(
-        state.metrics.registry, [state.kpi_registry], tenant=tenant, all_tenants=all_tenants
+        state.metrics.registry,
+        [state.kpi_registry, *state.kpi_sources],
+        tenant=tenant,
+        all_tenants=all_tenants,
     )
     return Response(body, media_type=CONTENT_TYPE_LATEST)

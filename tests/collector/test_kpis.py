@@ -133,3 +133,39 @@ def test_bucket_boundaries_follow_the_references() -> None:
     assert TTFT_BUCKETS_S[: len(semconv_ttft)] == semconv_ttft
     assert E2E_BUCKETS_S[:14] == tuple(0.01 * 2**k for k in range(14))
     assert all(a < b for a, b in itertools.pairwise(TPOT_BUCKETS_S))
+
+
+def test_kpis_of_another_process_file_merge_with_the_local_registry(tmp_path: Any) -> None:
+    """The spool processor's KPI file and the collector's own registry: one family per name,
+    counters and histogram buckets summed, each tenant's view scoped as before."""
+    from collector.telemetry.exposition import ExpositionFile, scoped
+
+    rng = np.random.default_rng(7)
+    local, remote = CollectorRegistry(), CollectorRegistry()
+    recs = records(rng, 40)
+    LLMKpis.create(local).observe(recs[:15])
+    LLMKpis.create(remote).observe(recs[15:])
+    path = tmp_path / "kpis.prom"
+    path.write_bytes(generate_latest(remote))
+    both = CollectorRegistry()
+    LLMKpis.create(both).observe(recs)
+    health = CollectorRegistry()
+
+    def families(body: bytes) -> dict[str, dict[tuple[str, tuple[Any, ...]], float]]:
+        out: dict[str, dict[tuple[str, tuple[Any, ...]], float]] = {}
+        for m in text_string_to_metric_families(body.decode()):
+            for s in m.samples:
+                if not s.name.endswith("_created"):
+                    key = (s.name, tuple(sorted(s.labels.items())))
+                    out.setdefault(m.name, {})[key] = s.value
+        return out
+
+    merged = scoped(health, [local, ExpositionFile(path)], tenant="default")
+    expected = scoped(health, [both], tenant="default")
+    got, want = families(merged), families(expected)
+    assert got.keys() == want.keys() and got
+    for name in want:
+        assert got[name].keys() == want[name].keys()
+        for key, value in want[name].items():
+            assert got[name][key] == pytest.approx(value), (name, key)
+    assert merged.count(b"# TYPE driftline_tokens_total counter") == 1

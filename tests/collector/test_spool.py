@@ -4,11 +4,13 @@ collector with the spool on (acknowledged on fsync, processed into the store).""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
 import grpc
 import pytest
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
@@ -16,12 +18,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from sqlalchemy import text
 
 from collector.cost.prices import PriceTable
+from collector.errors import ConfigError
 from collector.ingest.writer import BatchWriter
-from collector.spool.log import TRACES_JSON, TRACES_PROTOBUF, Spool, SpoolFullError
+from collector.spool.log import TRACES_JSON, TRACES_PROTOBUF, Spool, SpoolFullError, segments_of
 from collector.spool.processor import SpoolProcessor, process
+from collector.spool.reader import SpoolLockedError, SpoolReader, acquire_processor_lock
 from collector.spool.replay import replay
+from collector.spool.worker import run_processor
 from collector.store import engine as store_engine
 from driftline.app import create_app
+from driftline.commands import spool as spool_cli
 from tests.collector.test_otlp_http import PB, pb_request
 from tests.conftest import PRICE_FIXTURE, LiveCollector, free_port, make_settings, wait_for
 
@@ -52,13 +58,54 @@ def test_torn_tail_is_cut_and_appends_continue(tmp_path: Path) -> None:
     sp = Spool(tmp_path)
     end = sp.append(TRACES_JSON, "t", b"{}", 1).result(5)
     sp.close()
-    (_base, path), *_ = Spool(tmp_path).segments()[-1:]
+    (_base, path), *_ = segments_of(tmp_path)[-1:]
     with open(path, "ab") as f:  # a crash mid-append: half a record
         f.write(b"\x00\x00\x01\x00garbage")
     sp = Spool(tmp_path)
     assert os.path.getsize(path) == end and sp.durable_end == end
     end2 = sp.append(TRACES_JSON, "t", b"[]", 2).result(5)
     assert [r.body for r in sp.read(0)] == [b"{}", b"[]"] and end2 > end
+    sp.close()
+
+
+def test_reader_in_another_process_follows_the_appender_and_commits_for_it(
+    tmp_path: Path,
+) -> None:
+    """A SpoolReader (the processor process's view) sees complete records only, a record
+    still being written ends its read, and its commit frees the appender's bound."""
+    sp = Spool(tmp_path, max_bytes=400, external_commits=True)
+    reader = SpoolReader(tmp_path)
+    ends = [sp.append(TRACES_PROTOBUF, "t", b"z" * 100, i).result(5) for i in range(3)]
+    assert reader.wait(0, 5) and [r.end for r in reader.read(0)] == ends
+    (_base, path) = segments_of(tmp_path)[-1]
+    with open(path, "ab") as f:  # the receiver mid-write: a header and half a body
+        f.write(b"\x00\x00\x01\x00\x00\x00\x00\x00half")
+    assert [r.end for r in reader.read(0)] == ends
+    with pytest.raises(SpoolFullError):
+        sp.append(TRACES_PROTOBUF, "t", b"z" * 200, 9)
+    assert reader.lag_seconds() > 0
+    reader.commit(ends[-1])
+    assert sp.sync_committed(0.0) == ends[-1] and sp.lag_seconds() == 0.0
+    reader.close()
+    sp.close()
+
+
+def test_one_appender_and_one_processor_per_directory(tmp_path: Path) -> None:
+    """A second collector on the same spool fails at start-up naming the variable; a second
+    processor (``driftline spool process``) refuses, naming the holder."""
+    sp = Spool(tmp_path)
+    with pytest.raises(ConfigError, match="DRIFTLINE_SPOOL_DIR"):
+        Spool(tmp_path)
+    fd = acquire_processor_lock(tmp_path, wait=False)
+    assert fd is not None
+    with pytest.raises(SpoolLockedError, match=f"pid {os.getpid()}"):
+        acquire_processor_lock(tmp_path, wait=False)
+    result = CliRunner().invoke(spool_cli, ["process", "--spool-dir", str(tmp_path), "--no-wait"])
+    assert result.exit_code == 1 and "consumed by another processor" in result.output
+    os.close(fd)
+    again = acquire_processor_lock(tmp_path, wait=False)
+    assert again is not None
+    os.close(again)
     sp.close()
 
 
@@ -86,28 +133,69 @@ def test_prune_keeps_unprocessed_and_recent_segments(tmp_path: Path) -> None:
     sp.close()
 
 
-def test_collector_with_spool_acks_then_processes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_collector_with_spool_acks_then_processes(tmp_path: Path, mode: str) -> None:
+    """Process mode: the processor is a child process; bytes, lag and spans/s reach the
+    collector's /healthz and /metrics through the spool's files, the KPIs through its
+    exposition file."""
     settings = make_settings(
         f"sqlite:///{tmp_path}/d.db",
         grpc_enabled=False,
         spool_enabled=True,
         spool_dir=tmp_path / "sp",
+        spool_processor=mode,
     )
     with TestClient(create_app(settings)) as client:
         r = client.post("/v1/traces", content=pb_request(5, bad=1), headers=PB)
         assert r.status_code == 200
-        calls = wait_for(lambda: len(client.get("/api/v1/calls").json()["items"]) == 5)
+        calls = wait_for(lambda: len(client.get("/api/v1/calls").json()["items"]) == 5, 120)
         assert calls
         wait_for(lambda: client.get("/healthz").json()["spool_bytes"] == 0)
         health = client.get("/healthz").json()
         assert health["spool_lag_s"] == 0.0
+        assert health["spool_processor"]["mode"] == mode
+        if mode == "process":
+            assert health["spool_processor"]["pid"] not in (None, os.getpid())
+        wait_for(lambda: 'driftline_tokens_total{direction="input"' in client.get("/metrics").text)
         metrics = client.get("/metrics").text
         assert "driftline_spool_bytes 0.0" in metrics
-        assert "driftline_spool_spans_processed_total 5.0" in metrics
+        # from the processor's status file (process mode), polled by the supervisor
+        wait_for(lambda: "spool_spans_processed_total 5.0" in client.get("/metrics").text)
         # the same request again: upserted, not duplicated
         assert client.post("/v1/traces", content=pb_request(5), headers=PB).status_code == 200
         wait_for(lambda: client.get("/healthz").json()["spool_bytes"] == 0)
         assert len(client.get("/api/v1/calls").json()["items"]) == 5
+
+
+def test_external_processor_drains_a_collectors_spool(tmp_path: Path) -> None:
+    """``DRIFTLINE_SPOOL_PROCESSOR=external``: the collector runs no processor; the one of
+    ``driftline spool process`` (:func:`run_processor`, here on a thread) drains the spool and
+    the collector reports its progress from the status file."""
+    settings = make_settings(
+        f"sqlite:///{tmp_path}/d.db",
+        grpc_enabled=False,
+        spool_enabled=True,
+        spool_dir=tmp_path / "sp",
+        spool_processor="external",
+    )
+    stop = threading.Event()
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/v1/traces", content=pb_request(4), headers=PB).status_code == 200
+        time.sleep(0.3)
+        assert client.get("/healthz").json()["spool_bytes"] > 0  # nobody processes yet
+        worker = threading.Thread(
+            target=run_processor, args=(settings, [settings.spool_dir], stop.is_set)
+        )
+        worker.start()
+        try:
+            wait_for(lambda: len(client.get("/api/v1/calls").json()["items"]) == 4)
+            wait_for(lambda: client.get("/healthz").json()["spool_bytes"] == 0)
+            wait_for(lambda: "spool_spans_processed_total 4.0" in client.get("/metrics").text)
+            info = client.get("/healthz").json()["spool_processor"]
+            assert info["mode"] == "external" and info["pid"] == os.getpid()
+        finally:
+            stop.set()
+            worker.join(30)
 
 
 def test_full_spool_answers_503_with_retry_after(tmp_path: Path) -> None:

@@ -1,5 +1,7 @@
 """kill -9 of the collector under load loses no acknowledged span and duplicates none: raw
-httpx senders, and the real OpenTelemetry SDK exporter (which retries) across two restarts."""
+httpx senders, and the real OpenTelemetry SDK exporter (which retries) across two restarts;
+with the spool's processor in a process of its own, kill -9 of the receiver alone and of the
+processor alone (restarted by the collector while the receiver keeps acknowledging)."""
 
 from __future__ import annotations
 
@@ -25,21 +27,43 @@ from tests.reliability.support import (
 )
 
 
+def spool_env(tmp_path: Path, mode: str) -> dict[str, str]:
+    return {
+        "DRIFTLINE_SPOOL_ENABLED": "true",
+        "DRIFTLINE_SPOOL_DIR": str(tmp_path / "spool"),
+        "DRIFTLINE_SPOOL_PROCESSOR": mode,
+    }
+
+
+def processor_pid(port: int) -> int | None:
+    """The spool processor child's pid as the collector's /healthz reports it."""
+    return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()["spool_processor"]["pid"]
+
+
+def gone(pid: int) -> bool:
+    """True when ``pid`` has exited (a zombie not yet reaped by init counts as exited)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state == "Z"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("spool", [False, True], ids=["direct", "spool"])
-def test_kill9_loses_no_acknowledged_span(tmp_path: Path, spool: bool) -> None:
-    """With the spool, SIGKILL hits the receiver (requests being appended and fsynced) and the
-    processor (batches between store commit and offset commit) of the same process at once;
-    after the restart the processor drains the spool and every acknowledged span is stored
-    exactly once."""
+@pytest.mark.parametrize(
+    "spool", [None, "thread", "process"], ids=["direct", "spool-thread", "spool-process"]
+)
+def test_kill9_loses_no_acknowledged_span(tmp_path: Path, spool: str | None) -> None:
+    """With the spool in thread mode, SIGKILL hits the receiver (requests being appended and
+    fsynced) and the processor (batches between store commit and offset commit) of the same
+    process at once. In process mode it hits the receiver alone: the orphaned processor stops
+    by itself (its parent is gone) and the restarted collector's processor takes the spool
+    over. Either way every acknowledged span is stored exactly once."""
     db_url = f"sqlite:///{tmp_path}/d.db"
     port = free_port()
-    env = (
-        {"DRIFTLINE_SPOOL_ENABLED": "true", "DRIFTLINE_SPOOL_DIR": str(tmp_path / "spool")}
-        if spool
-        else None
-    )
+    env = spool_env(tmp_path, spool) if spool else None
     proc = start_collector(db_url, port, env)
+    child = processor_pid(port) if spool == "process" else None
     acked: list[int] = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -74,6 +98,8 @@ def test_kill9_loses_no_acknowledged_span(tmp_path: Path, spool: bool) -> None:
 
     proc = start_collector(db_url, port, env)  # restart on the same file (and spool)
     try:
+        if child is not None:
+            poll(lambda: gone(child), timeout_s=60)  # the orphan noticed and stopped
         if spool:
             poll(
                 lambda: httpx.get(f"http://127.0.0.1:{port}/healthz").json()["spool_bytes"] == 0,
@@ -133,4 +159,49 @@ def test_kill9_under_sdk_exporter_load_stores_acked_spans_exactly_once(tmp_path:
     )
     assert load.acked_spans > acked_at_kill[-1], "nothing was acknowledged after the restart"
     assert load.acked_spans + load.failed_batches * per_batch == workers * batches * per_batch
+    assert_exactly_once(db_url, load.acked)
+
+
+@pytest.mark.slow
+def test_kill9_of_the_spool_processor_alone_while_the_receiver_acknowledges(
+    tmp_path: Path,
+) -> None:
+    """Spool in process mode under SDK exporter load: the processor child is killed with
+    SIGKILL twice (between store commits and offset commits); the receiver never stops
+    acknowledging, the collector restarts the processor, and once the spool is drained every
+    acknowledged span is stored exactly once."""
+    db_url = f"sqlite:///{tmp_path}/d.db"
+    port = free_port()
+    workers, batches, per_batch = 4, 20, 50
+    load = ExportLoad(
+        endpoint=f"http://127.0.0.1:{port}/v1/traces",
+        batches_per_worker=[sdk_batches(batches, per_batch, f"svc-{w}") for w in range(workers)],
+        timeout_s=90,
+        interval_s=0.05,
+    )
+    proc = start_collector(db_url, port, spool_env(tmp_path, "process"))
+    killed: list[int] = []
+    try:
+        poll(lambda: processor_pid(port) is not None, timeout_s=120)
+        load.start()
+        for kill_at in (6 * per_batch, 30 * per_batch):
+            poll(lambda: load.acked_spans >= kill_at, timeout_s=120)  # noqa: B023
+            pid = processor_pid(port)
+            assert pid is not None and pid not in killed
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            poll(lambda: processor_pid(port) not in (None, *killed), timeout_s=120)
+        load.join(timeout_s=150)
+        poll(
+            lambda: httpx.get(f"http://127.0.0.1:{port}/healthz").json()["spool_bytes"] == 0,
+            timeout_s=120,
+        )
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz").json()
+        assert proc.poll() is None, "the receiver died"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert health["spool_processor"]["restarts"] >= 2
+    assert load.failed_batches == 0, "the receiver refused batches while the processor was down"
+    assert load.acked_spans == workers * batches * per_batch
     assert_exactly_once(db_url, load.acked)

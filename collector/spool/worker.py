@@ -1,0 +1,140 @@
+"""The spool processor as a process of its own (``DRIFTLINE_SPOOL_PROCESSOR=process``, the
+default, or ``driftline spool process``): its own store engine, span writer and log joiner,
+one :class:`~collector.spool.processor.SpoolProcessor` thread per spool directory.
+
+After-commit work the in-process writer does is done here too: pending feedback is linked to
+calls just stored (the tenants with pending feedback are read from the store after each
+commit, so feedback stored while the batch was written is not missed), and the LLM KPIs are
+observed into a registry of this process whose exposition is written to
+``processor-kpis.prom`` in each spool directory (:data:`KPI_FILE`) once a second for the
+receiving process to serve.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from collector.cost.prices import PriceTable
+from collector.ingest import feedback
+from collector.ingest.capture import CapturePolicies
+from collector.ingest.log_join import LogJoiner
+from collector.ingest.normalize import CallRecord
+from collector.ingest.writer import BatchWriter
+from collector.settings import Settings
+from collector.spool.processor import SpoolProcessor
+from collector.spool.reader import SpoolReader
+from collector.store import engine as store_engine
+from collector.telemetry.kpis import LLMKpis
+
+log = logging.getLogger(__name__)
+KPI_FILE = "processor-kpis.prom"
+KPI_WRITE_EVERY_S = 1.0
+
+
+def write_kpis(directories: list[Path], registry: CollectorRegistry) -> None:
+    """Write the text exposition of ``registry`` to :data:`KPI_FILE` in each directory."""
+    body = generate_latest(registry)
+    for d in directories:
+        tmp = d / f"{KPI_FILE}.{os.getpid()}.tmp"
+        try:
+            tmp.write_bytes(body)
+            os.replace(tmp, d / KPI_FILE)
+        except OSError as exc:
+            log.warning("spool KPI file not written in %s: %s", d, exc)
+
+
+def run_processor(
+    settings: Settings,
+    directories: list[Path],
+    should_stop: Callable[[], bool],
+    *,
+    parent_pid: int | None = None,
+) -> None:
+    """Drain ``directories`` into ``settings.database_url`` until ``should_stop()`` (polled
+    every 0.2 s) or, with ``parent_pid``, until that process is gone. Each batch in hand is
+    finished; what is left stays spooled."""
+    engine = store_engine.make_engine(settings.database_url)
+    prices = PriceTable.load(settings.prices)
+    writer = BatchWriter(
+        engine,
+        prices,
+        max_queue_spans=settings.queue_max_spans,
+        max_batch_spans=settings.writer_max_batch_spans,
+        max_text_chars=settings.max_text_chars,
+    )
+    joiner = LogJoiner(engine, settings.max_text_chars)
+    writer.before_write.append(joiner.before_write)
+    capture = CapturePolicies(engine, settings.capture_content)
+    registry = CollectorRegistry(auto_describe=True)
+    kpis = LLMKpis.create(registry)
+
+    def link_feedback(tenant: str, records: list[CallRecord]) -> None:
+        if tenant in feedback.has_pending(engine):  # read after the commit: none missed
+            feedback.link_pending(
+                engine,
+                tenant,
+                (r.trace_id for r in records),
+                (x for r in records for x in (r.response_id, r.call_id) if x),
+            )
+
+    def observe_kpis(_tenant: str, records: list[CallRecord]) -> None:
+        kpis.observe(records)
+
+    writer.add_after_commit(link_feedback)
+    writer.add_after_commit(observe_kpis)
+    writer.start()
+    processors = [
+        SpoolProcessor(
+            SpoolReader(d),
+            writer,
+            joiner=joiner,
+            capture_mode=capture.mode,
+            max_text_chars=settings.max_text_chars,
+            keep_s=settings.spool_keep_s,
+        )
+        for d in directories
+    ]
+    for p in processors:
+        p.start()
+    log.info("spool processor (pid %d) draining %s", os.getpid(), ", ".join(map(str, directories)))
+    kpis_at = 0.0
+    try:
+        while not should_stop():
+            if parent_pid is not None and os.getppid() != parent_pid:
+                log.warning("spool processor: the collector (pid %d) is gone; stopping", parent_pid)
+                break
+            if time.monotonic() - kpis_at >= KPI_WRITE_EVERY_S:
+                kpis_at = time.monotonic()
+                write_kpis(directories, registry)
+            time.sleep(0.2)
+    finally:
+        for p in processors:
+            p.close()
+        writer.close()
+        write_kpis(directories, registry)
+        engine.dispose()
+
+
+def child_main(
+    settings: Settings, directory: Path, stop: Any, log_queue: Any, log_level: int, parent: int
+) -> None:
+    """Entry point of the supervised processor process (``multiprocessing`` spawn): logs go
+    through ``log_queue`` to the collector's handlers; ``stop`` is a multiprocessing Event."""
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(logging.handlers.QueueHandler(log_queue))
+    root.setLevel(log_level)
+    try:
+        run_processor(settings, [directory], stop.is_set, parent_pid=parent)
+    finally:
+        if os.getppid() != parent:  # nobody reads the queue any more: do not wait on it
+            log_queue.cancel_join_thread()
