@@ -18,9 +18,8 @@ from collector.errors import ConfigError
 from collector.ingest import feedback
 from collector.ingest.capture import CapturePolicies
 from collector.ingest.grpc_server import LogsService, TraceService, start_grpc_server
-from collector.ingest.log_join import LogJoiner
+from collector.ingest.log_join import joined_writer
 from collector.ingest.normalize import CallRecord
-from collector.ingest.writer import BatchWriter
 from collector.scheduler import JobContext, Scheduler
 from collector.settings import Settings, is_loopback
 from collector.spool.log import Spool
@@ -84,15 +83,7 @@ def create_app(settings: Settings) -> FastAPI:
         engine = store_engine.make_engine(settings.database_url)
         prices = PriceTable.load(settings.prices)
         metrics = IngestMetrics.create()
-        writer = BatchWriter(
-            engine,
-            prices,
-            max_queue_spans=settings.queue_max_spans,
-            max_batch_spans=settings.writer_max_batch_spans,
-            max_text_chars=settings.max_text_chars,
-        )
-        joiner = LogJoiner(engine, settings.max_text_chars)
-        writer.before_write.append(joiner.before_write)
+        writer, joiner = joined_writer(engine, prices, settings)
         writer.start()
         keys = KeyStore(engine)
         capture = CapturePolicies(engine, settings.capture_content)

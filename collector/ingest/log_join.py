@@ -271,3 +271,19 @@ def _mark_counted(conn: Connection, tenant: str, keys: list[Key]) -> None:
             .where(t.c.tenant == tenant, tuple_(t.c.trace_id, t.c.span_id).in_(chunk))
             .values(counted=True)
         )
+
+
+def joined_writer(engine: Engine, prices: Any, settings: Any) -> tuple[BatchWriter, LogJoiner]:
+    """The store writer of a collector or spool processor with its log joiner hooked in
+    (``before_write``), not started. ``prices``: a ``PriceTable``; ``settings``: the collector's
+    ``Settings`` (queue, batch and text limits)."""
+    writer = BatchWriter(
+        engine,
+        prices,
+        max_queue_spans=settings.queue_max_spans,
+        max_batch_spans=settings.writer_max_batch_spans,
+        max_text_chars=settings.max_text_chars,
+    )
+    joiner = LogJoiner(engine, settings.max_text_chars)
+    writer.before_write.append(joiner.before_write)
+    return writer, joiner

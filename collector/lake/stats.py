@@ -55,26 +55,11 @@ def _summaries(
     parts = []
     if sealed:
         parts.append(query.read_summaries(lake, tenant, sealed, flt))
-    raw = []
-    for w in query.complement(since_ns, until_ns, sealed):
-        if w is None:  # calls whose start is unknown live only in the store
-            cols = summary.RAW_COLUMNS
-            raw.append(analytics.fetch_windows(database_url, tenant, cols, [None], flt))
-            continue
-        raw.append(
-            query.fetch_calls(
-                database_url,
-                lake,
-                tenant,
-                since_ns=w[0],
-                until_ns=w[1],
-                columns=summary.RAW_COLUMNS,
-                filters=dict(flt),  # column names of these filters are filter names too
-                slices=slices,
-            )
-        )
-    if raw:
-        parts.append(summary.summarize(pa.concat_tables(raw)))
+    rest = list(query.complement(since_ns, until_ns, sealed))
+    if rest:
+        cols = summary.RAW_COLUMNS
+        raw = _raw_rest(database_url, lake, tenant, rest, cols, flt, slices)
+        parts.append(summary.summarize(raw))
     if len(parts) == 1:
         return parts[0]
     return pa.concat_tables([p.cast(parts[0].schema) for p in parts])

@@ -25,9 +25,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from collector.cost.prices import PriceTable
 from collector.ingest import feedback
 from collector.ingest.capture import CapturePolicies
-from collector.ingest.log_join import LogJoiner
+from collector.ingest.log_join import joined_writer
 from collector.ingest.normalize import CallRecord
-from collector.ingest.writer import BatchWriter
 from collector.settings import Settings
 from collector.spool.processor import SpoolProcessor
 from collector.spool.reader import SpoolReader
@@ -63,15 +62,7 @@ def run_processor(
     finished; what is left stays spooled."""
     engine = store_engine.make_engine(settings.database_url)
     prices = PriceTable.load(settings.prices)
-    writer = BatchWriter(
-        engine,
-        prices,
-        max_queue_spans=settings.queue_max_spans,
-        max_batch_spans=settings.writer_max_batch_spans,
-        max_text_chars=settings.max_text_chars,
-    )
-    joiner = LogJoiner(engine, settings.max_text_chars)
-    writer.before_write.append(joiner.before_write)
+    writer, joiner = joined_writer(engine, prices, settings)
     capture = CapturePolicies(engine, settings.capture_content)
     registry = CollectorRegistry(auto_describe=True)
     kpis = LLMKpis.create(registry)
