@@ -23,6 +23,12 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz", summary="Liveness and store health")
 def healthz(state: State) -> Any:
+    """200 when the store answers, 503 ``degraded`` when it does not. Fields: ``status``,
+    ``database`` (``ok`` or ``unavailable: <error>``), ``write_queue_spans`` (spans waiting for
+    the writer), ``grpc_port``; with the spool also ``spool_bytes`` (unprocessed bytes),
+    ``spool_lag_s`` (seconds the oldest unprocessed request has waited) and ``spool_processor``
+    (``mode`` process | thread | external, ``pid``, ``restarts``, ``status_age_s``: seconds since
+    the processor last wrote its status file; null in thread mode or when never)."""
     try:
         with state.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
