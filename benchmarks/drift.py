@@ -7,9 +7,13 @@ Data (generated once, cached in ``.cache/bench-drift/``): 1,000,000 calls in a S
 2 % of calls carry a thumbs vote. Two segments drift: one answers longer (output_tokens, e2e_s),
 one refuses more.
 
-``drift_run_s``: wall time of :func:`drift.runs.run_drift` — ADBC read of both windows, DuckDB
-signal extraction, sampled language identification, 120 tests with BH, effect sizes,
-histograms, and the stored run (embeddings and judge scores are not among the 12 signals).
+``drift_run_s``: wall time of :func:`drift.runs.run_drift` as the scheduled job runs it, through
+the lake (the 24 closed hours sealed into the Parquet lake beside the store once, reused; reading
+both windows from Parquet through DuckDB), DuckDB signal extraction, sampled language
+identification, 120 tests with BH, effect sizes, histograms, and the stored run (embeddings and
+judge scores are not among the 12 signals). ``drift_run_store_s``: the same run reading every
+call from the store (ADBC / sqlite3 -> Arrow), the null baseline in the same run
+(``--no-lake`` runs only that one).
 
 ``drift_speedup_vs_evidently``: Evidently (in its own venv ``.cache/bench-venv``, which this
 script creates on first use, run as a subprocess) computing its DataDriftPreset on the same per-
@@ -18,7 +22,7 @@ only (its data is handed over already extracted, in pandas), divided by ``drift_
 language columns are not given to Evidently (it has no language detector), so it computes 10 of
 the 12 columns.
 
-Usage: ``.venv/bin/python benchmarks/drift.py [--calls 1000000] [--no-evidently]``.
+Usage: ``.venv/bin/python benchmarks/drift.py [--calls 1000000] [--no-evidently] [--no-lake]``.
 """
 
 from __future__ import annotations
@@ -37,8 +41,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from collector.lake import manifest  # noqa: E402
+from collector.lake.layout import Lake, default_lake_url, open_lake  # noqa: E402
+from collector.lake.seal import seal_pending  # noqa: E402
 from collector.store import analytics  # noqa: E402
 from collector.store import engine as store_engine  # noqa: E402
+from drift.callreaders import lake_reader  # noqa: E402
 from drift.runs import DriftSettings, run_drift  # noqa: E402
 from drift.signals import refusal_sql  # noqa: E402
 from drift.windows import Windows  # noqa: E402
@@ -214,6 +222,23 @@ def evidently_python(venv: Path = VENV) -> Path:
     return py
 
 
+def ensure_sealed(url: str, calls: int) -> Lake:
+    """The lake beside the store with every hour of both windows sealed (reused when its
+    manifest already holds ``calls`` calls); prints the seal rate when it seals."""
+    lake = open_lake(default_lake_url(url))
+    have = sum(e.rows for e in manifest.load(lake, "default").hours.values())
+    if have == calls:
+        return lake
+    if lake.fs.exists(lake.root):
+        lake.fs.rm(lake.root, recursive=True)
+    t = time.perf_counter()
+    report = seal_pending(url, lake, now_ns=BASE_NS + 25 * HOUR_NS, delay_s=0, late_s=0)
+    if report.failed:
+        raise SystemExit(f"sealing failed: {report.failed[:3]}")
+    print(f"sealed {report.rows} calls in {time.perf_counter() - t:.1f} s")
+    return lake
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
@@ -221,6 +246,7 @@ def main() -> None:
         help="calls in the store, 1 to 10,000,000",
     )  # fmt: skip
     ap.add_argument("--no-evidently", action="store_true")
+    ap.add_argument("--no-lake", action="store_true", help="only the store-only run")
     ap.add_argument("--regenerate", action="store_true")
     args = ap.parse_args()
     if not 1 <= args.calls <= 10_000_000:
@@ -241,13 +267,24 @@ def main() -> None:
                       BASE_NS + 24 * HOUR_NS, "range", "bench")  # fmt: skip
     t0 = time.perf_counter()
     summary = run_drift(engine, url, "default", windows, settings, trigger="cli")
-    run_s = time.perf_counter() - t0
+    run_s = store_s = time.perf_counter() - t0
     assert summary.status == "ok", summary.error
     print(
         f"results={summary.n_results} evaluated={summary.n_evaluated} "
         f"drifted={summary.n_drifted}: {sorted(set(summary.drifted))}"
     )
-    print(f"RESULT drift_run_s={run_s:.3f} s")
+    print(f"RESULT drift_run_store_s={store_s:.3f} s")
+    if not args.no_lake:
+        lake = ensure_sealed(url, args.calls)
+        t0 = time.perf_counter()
+        lake_summary = run_drift(
+            engine, url, "default", windows, settings, trigger="cli", read=lake_reader(lake)
+        )
+        run_s = time.perf_counter() - t0
+        assert lake_summary.status == "ok", lake_summary.error
+        assert sorted(lake_summary.drifted) == sorted(summary.drifted), "lake and store differ"
+        print(f"RESULT drift_run_s={run_s:.3f} s")
+        print(f"RESULT drift_lake_speedup_vs_store={store_s / run_s:.2f} x")
     if args.no_evidently:
         return
     py = evidently_python()
