@@ -14,6 +14,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from collector.errors import ConfigError
+from collector.sidecar import store_sidecar
 
 ENV_PREFIX = "DRIFTLINE_"
 DEFAULT_DATABASE_URL = "sqlite:///./driftline-data/driftline.db"
@@ -92,8 +93,9 @@ class Settings(BaseSettings):
         description='Self-hosted replica cost, JSON {"service.name": usd_per_hour}.',
     )
     spool_enabled: bool = Field(
-        False,
-        description="Acknowledge OTLP requests once fsynced to the spool; a processor writes them.",
+        True,
+        description="Acknowledge OTLP requests once fsynced to the spool; a processor writes them "
+        "into the store (off: acknowledge only after the store commit, one process).",
     )
     spool_processor: Literal["process", "thread", "external"] = Field(
         "process",
@@ -102,7 +104,10 @@ class Settings(BaseSettings):
         "`external` (none here: run `driftline spool process`).",
     )
     spool_dir: Path = Field(
-        Path("./driftline-data/spool"), description="Directory of the spool's segment files."
+        None,  # type: ignore[assignment]  # filled from database_url by _default_spool_dir
+        description="Directory of the spool's segment files, one per store. Default: "
+        "`<database file>-spool` beside a SQLite database, else "
+        "./driftline-data/spool-<host>-<port>-<database>.",
     )
     spool_max_bytes: int = Field(
         1 << 30, gt=0, description="Unprocessed spool bytes before receivers answer 503."
@@ -130,6 +135,15 @@ class Settings(BaseSettings):
         description="Sealed hours that ended within this many seconds are re-checked for late "
         "spans and re-sealed when their calls changed.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_spool_dir(cls, data: Any) -> Any:
+        # a spool holds requests for one store: its default follows the database (as the lake's)
+        if isinstance(data, dict) and data.get("spool_dir") in (None, ""):  # unset or empty
+            url = data.get("database_url") or DEFAULT_DATABASE_URL
+            return {**data, "spool_dir": Path(store_sidecar(str(url), "spool"))}
+        return data
 
     @field_validator("database_url")
     @classmethod

@@ -144,6 +144,10 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "dev": True,
         "grpc_port": 0,
         "prices": PRICE_FIXTURE,
+        # in-process collectors answer once stored, so a test reads what it sent at once; the
+        # spool (the default) is tested in tests/collector/test_spool.py, tests/reliability and
+        # by every test that starts `driftline collector` / the demo as a process
+        "spool_enabled": False,
     }
     if not database_url.startswith("sqlite"):  # a lake of its own, outside the checkout
         name = database_url.rsplit("/", 1)[-1].split("?", 1)[0]

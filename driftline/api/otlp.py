@@ -2,8 +2,8 @@
 gzip/deflate/identity).
 
 The route authenticates, checks type and size, decodes and validates; with the spool on
-(``DRIFTLINE_SPOOL_ENABLED``) it answers once the request is fsynced to the spool, else once
-its spans are committed to the store.
+(``DRIFTLINE_SPOOL_ENABLED``, the default) it answers once the request is fsynced to the spool
+(503 + Retry-After when the spool is full), else once its spans are committed to the store.
 Status codes: 200 (+ ``partialSuccess`` for rejected spans), 400 undecodable, 413 over the
 size limit after decompression, 415 unsupported type/encoding, 503 + Retry-After when the
 write queue is full or the store is down. Source: opentelemetry-proto ``docs/specification.md``.

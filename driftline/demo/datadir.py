@@ -15,8 +15,8 @@ from pathlib import Path
 DB = "driftline.db"
 PREVIOUS = "driftline.previous.db"
 #: SQLite's side files of a database (write-ahead log, shared memory) and its lake (a folder
-#: of sealed hours: collector.lake.layout.default_lake_url)
-_SIDES = ("", "-wal", "-shm", "-journal", "-lake")
+#: of sealed hours: collector.lake.layout.default_lake_url) and its spool (collector.sidecar)
+_SIDES = ("", "-wal", "-shm", "-journal", "-lake", "-spool")
 #: what a demo run writes into its data folder, besides the databases
 _RUN_FILES = ("demo-summary.json", "gateway.yaml", "receivers.toml", "collector.log")
 
