@@ -31,7 +31,9 @@ stream is the load-independent figure (its target: 50 streams of 16 tokens in 20
 ``50 * cpu_ms / 200`` of one core). Spans are encoded to OTLP protobuf and dropped (the encoding
 CPU a deployment pays, less the HTTP post), not kept as Python objects. The waves start 50
 requests at once: a burst the single gateway process serialises while direct requests are spread
-over three engine processes; ``--concurrency 1`` shows the added latency without that.
+over three engine processes; ``--concurrency 1 --waves 300`` (300 streams per path) shows the
+added latency without that (its CPU per stream includes the health checks, amortised over fewer
+streams).
 The machine's load average is printed at the start and end of each run.
 
 Run: ``.venv/bin/python benchmarks/gateway.py`` (a few minutes on 2 busy cores);
