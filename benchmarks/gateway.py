@@ -27,7 +27,7 @@ gateway's own cost: its CPU, one more process hop per chunk, and, on a machine w
 shared with the engines and the client (2 cores here, often with other jobs), the CPU queueing
 its work causes for everyone. The last part is real on such a machine but would not exist on
 dedicated gateway cores, so the added-latency figures are an upper bound there; the CPU per
-stream is the load-independent figure (its target: 50 streams of 16 tokens in 200 ms need
+stream is the load-independent figure (what it means: 50 streams of 16 tokens in 200 ms need
 ``50 * cpu_ms / 200`` of one core). Spans are encoded to OTLP protobuf and dropped (the encoding
 CPU a deployment pays, less the HTTP post), not kept as Python objects. The waves start 50
 requests at once: a burst the single gateway process serialises while direct requests are spread
