@@ -36,7 +36,7 @@ from fastapi.responses import JSONResponse, Response
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from serving.autoscale import Autoscaler, GatewayMetrics
 from serving.cache import ResponseCache
@@ -126,9 +126,11 @@ class Gateway:
     async def start(self) -> None:
         """Open the replica and collector HTTP clients; start health checks of a fleet."""
         # keep-alive shorter than the engines' (uvicorn/vLLM: 5 s) so the gateway never
-        # reuses a connection the engine is closing (the ReadError under load)
+        # reuses a connection the engine is closing (the ReadError under load); a stale one
+        # still gets one retry (proxy._send)
         connector = aiohttp.TCPConnector(
-            limit=self.settings.max_concurrency + 8, keepalive_timeout=2.0
+            limit=self.settings.max_concurrency + 8,
+            keepalive_timeout=self.settings.engine_keepalive_s,
         )
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=5.0, sock_read=self.settings.engine_timeout_s
@@ -186,27 +188,25 @@ class Gateway:
         return target.rollout, decision.variant
 
 
-#: ``path -> gen_ai.operation.name`` of the proxied POST routes (:class:`HotPath`).
+#: ``path -> gen_ai.operation.name`` of the proxied POST routes (:class:`GatewayApp`).
 PROXIED: dict[str, str] = {
     "/v1/chat/completions": "chat",
     "/v1/completions": "text_completion",
 }
 
 
-class HotPath:
-    """Pure ASGI middleware that hands the proxied ``POST`` routes straight to :func:`proxy`.
+class GatewayApp(FastAPI):
+    """FastAPI app that hands the proxied ``POST`` routes straight to :func:`proxy`.
 
-    Every chunk of a stream otherwise crosses FastAPI's routing, dependency solving and two
-    exception-handler ``send`` wrappers, which cost about as much CPU as the relay itself.
-    Installed as user middleware it still sits inside Starlette's ``ServerErrorMiddleware``
-    (an unhandled error is a 500 as before); every other request goes on to the router
+    Every chunk of a stream otherwise crosses Starlette's error middleware, FastAPI's body-limit
+    and telemetry middlewares, routing and dependency solving, which together cost a sizeable
+    share of the relay's CPU. Here those requests skip the whole stack; an unhandled error in
+    them is still a 500 (JSON, when no byte was sent yet) and is re-raised so the server logs
+    it, as Starlette's ``ServerErrorMiddleware`` does. Every other request goes through FastAPI
     unchanged, and the FastAPI routes of these paths stay declared (OpenAPI, other methods).
     """
 
-    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
-        """``app``: the rest of the middleware stack; ``gateway``: the shared state."""
-        self.app = app
-        self.gateway = gateway
+    gateway: Gateway  # set by create_gateway_app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
@@ -217,10 +217,34 @@ class HotPath:
                 path = path[len(root) :]
             operation = PROXIED.get(path)
             if operation is not None:
-                response = await proxy(self.gateway, Request(scope, receive), operation, path)
-                await response(scope, receive, send)
+                await _hot(self.gateway, scope, receive, send, operation, path)
                 return
-        await self.app(scope, receive, send)
+        await super().__call__(scope, receive, send)
+
+
+async def _hot(
+    gw: Gateway, scope: Scope, receive: Receive, send: Send, operation: str, path: str
+) -> None:
+    started = False
+
+    async def tracked(message: Message) -> None:
+        nonlocal started
+        started = True
+        await send(message)
+
+    try:
+        response = await proxy(gw, Request(scope, receive), operation, path)
+    except Exception:
+        await error_response(500, "internal_error", "internal server error")(scope, receive, send)
+        raise
+    try:
+        await response(scope, receive, tracked)
+    except Exception:
+        if not started:
+            await error_response(500, "internal_error", "internal server error")(
+                scope, receive, send
+            )
+        raise
 
 
 def create_gateway_app(
@@ -241,9 +265,8 @@ def create_gateway_app(
         finally:
             await gw.stop()
 
-    app = FastAPI(title="driftline gateway", lifespan=lifespan)
-    app.state.gateway = gw
-    app.add_middleware(HotPath, gateway=gw)
+    app = GatewayApp(title="driftline gateway", lifespan=lifespan)
+    app.state.gateway = app.gateway = gw
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:

@@ -51,11 +51,6 @@ CLASS_HEADER = "x-driftline-class"
 _RETRYABLE = frozenset({500, 502, 503, 504})
 
 
-def _fail(span: trace.Span, kind: str, message: str) -> None:
-    span.set_attribute("error.type", kind)
-    span.set_status(Status(StatusCode.ERROR, message[:200]))
-
-
 def traffic_class(gw: Gateway, request: Request, rollout: str | None) -> TrafficClass:
     """The request's class (module doc, step 2).
 
@@ -104,11 +99,13 @@ class Call:
         self.finished = True
         gw = self.gw
         try:
-            self.span.set_attributes(
-                response_attributes(outcome, capture_content=gw.settings.gateway_capture_content)
+            attrs = response_attributes(
+                outcome, capture_content=gw.settings.gateway_capture_content
             )
             if error is not None:
-                _fail(self.span, *error)
+                attrs["error.type"] = error[0]
+                self.span.set_status(Status(StatusCode.ERROR, error[1][:200]))
+            self.span.set_attributes(attrs)  # one call: the SDK's per-call overhead once
             if self.reservation is not None:
                 used = None
                 if outcome.input_tokens is not None and outcome.output_tokens is not None:
@@ -127,37 +124,50 @@ class Call:
                 self.replica.outstanding -= 1
 
 
-async def _send(
-    gw: Gateway, call: Call, variant: str, path: str, payload: bytes, headers: dict[str, str]
-) -> aiohttp.ClientResponse:
-    """POST to a replica chosen by policy; one retry elsewhere on connection error or 5xx.
+def _route(
+    gw: Gateway, variant: str, body: dict[str, Any], tried: list[str], retry: bool
+) -> tuple[ReplicaState, dict[str, Any]]:
+    """A replica for ``variant`` by the model's policy (counted as outstanding) and its span
+    attributes.
 
     Raises:
         NoReplicaError: no eligible replica (left).
+    """
+    routing = gw.config.fleet.routing
+    cands = gw.fleet.eligible(variant, exclude=tried)
+    policy = routing.policy_for(variant)
+    key = prefix_key(body, routing.prefix_chars) if policy == "prefix" else None
+    replica, reason = choose_replica(cands, policy, key, routing.load_factor)
+    replica.outstanding += 1
+    replica.served += 1
+    return replica, {
+        "driftline.replica": replica.url,
+        "driftline.route.reason": "retry" if retry else reason,
+        "server.address": replica.host,
+        "server.port": replica.port,
+    }
+
+
+async def _send(
+    gw: Gateway, call: Call, variant: str, path: str, payload: bytes, headers: dict[str, str]
+) -> aiohttp.ClientResponse:
+    """POST to ``call.replica`` (routed before the span started); one retry elsewhere on
+    connection error or 5xx.
+
+    Raises:
+        NoReplicaError: no eligible replica left for the retry.
         aiohttp.ClientError, TimeoutError: the last attempt failed in transport.
     """
     tried: list[str] = []
-    routing = gw.config.fleet.routing
-    key: bytes | None = None
     for attempt in range(2):
-        cands = gw.fleet.eligible(variant, exclude=tried)
-        policy = routing.policy_for(variant)
-        if policy == "prefix" and key is None:
-            key = prefix_key(call.body, routing.prefix_chars)
-        replica, reason = choose_replica(cands, policy, key, routing.load_factor)
-        if call.replica is not None:
-            call.replica.outstanding -= 1
-        call.replica = replica
-        replica.outstanding += 1
-        replica.served += 1
-        call.span.set_attributes(
-            {
-                "driftline.replica": replica.url,
-                "driftline.route.reason": reason if attempt == 0 else "retry",
-                "server.address": replica.host,
-                "server.port": replica.port,
-            }
-        )
+        if attempt == 1:
+            if call.replica is not None:
+                call.replica.outstanding -= 1
+                call.replica = None
+            call.replica, attrs = _route(gw, variant, call.body, tried, retry=True)
+            call.span.set_attributes(attrs)
+        replica = call.replica
+        assert replica is not None
         try:
             resp = await gw.session.post(replica.url + path, data=payload, headers=headers)
         except aiohttp.ServerDisconnectedError:
@@ -236,19 +246,23 @@ async def proxy(gw: Gateway, request: Request, operation: str, path: str) -> Res
     try:
         reservation = gw.limiter.reserve(tenant, estimate_input_tokens(len(raw)) + max_tokens)
     except RateLimitedError as exc:
-        span = _span(gw, request, attrs, start_ns)
-        _fail(span, "rate_limited", str(exc))
+        span = _span(gw, request, {**attrs, "error.type": "rate_limited"}, start_ns)
+        span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
         span.end()
         return error_response(429, "rate_limited", str(exc), headers=exc.headers)
     key = cache_key(tenant, path, fwd) if gw.cache.config.enabled else None
     hit = gw.cache.get(key)
     if hit is not None:
-        span = _span(gw, request, {**attrs, "driftline.cache.hit": True}, start_ns)
         outcome = hit.outcome
         ttfc = time.perf_counter() - t0 if outcome.time_to_first_chunk_s is not None else None
         outcome = CallOutcome(**{**outcome.__dict__, "time_to_first_chunk_s": ttfc, "itl": None})
-        span.set_attributes(response_attributes(outcome, capture_content=False))
-        span.set_attribute("driftline.gateway.queue_s", 0.0)
+        hit_attrs = {
+            **attrs,
+            "driftline.cache.hit": True,
+            "driftline.gateway.queue_s": 0.0,
+            **response_attributes(outcome, capture_content=False),
+        }
+        span = _span(gw, request, hit_attrs, start_ns)
         span.end()
         gw.limiter.settle(reservation, 0)  # no engine tokens spent
         headers = {**reservation.headers, "x-driftline-cache": "hit"}
@@ -269,10 +283,19 @@ async def proxy(gw: Gateway, request: Request, operation: str, path: str) -> Res
     gw.scaler.in_flight[model] += 1
     gw.scaler.queue_s[model].add(queued_s)
     attrs["driftline.gateway.queue_s"] = queued_s
+    # the first replica is chosen before the span starts, so all request attributes go to
+    # the SDK in one call (each set_attributes call costs a lock and a validation pass)
+    replica: ReplicaState | None = None
+    unrouted: NoReplicaError | None = None
+    try:
+        replica, route_attrs = _route(gw, variant, body, [], retry=False)
+        attrs.update(route_attrs)
+    except NoReplicaError as exc:
+        unrouted = exc
     span = _span(gw, request, attrs, start_ns)
     call = Call(gw, span, t0, cls)
     call.model, call.reservation, call.key = model, reservation, key
-    call.body = body
+    call.body, call.replica = body, replica
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
     _PROPAGATOR.inject(headers, context=trace.set_span_in_context(span))
     out_headers = {
@@ -285,6 +308,8 @@ async def proxy(gw: Gateway, request: Request, operation: str, path: str) -> Res
         out_headers["x-driftline-rollout"] = rollout
     handed_off = False
     try:
+        if unrouted is not None:
+            raise unrouted
         resp = await _send(gw, call, variant, path, orjson.dumps(fwd), headers)
         if call.replica is not None:
             out_headers["x-driftline-replica"] = call.replica.url

@@ -146,6 +146,12 @@ class GatewaySettings(BaseSettings):
     engine_timeout_s: float = Field(
         default=300.0, gt=0, description="Read timeout towards the engine."
     )
+    engine_keepalive_s: float = Field(
+        default=4.0,
+        gt=0,
+        description="Idle connections to the replicas are reused this long (seconds); keep it "
+        "below the engines' own keep-alive (uvicorn/vLLM: 5 s) so a closing one is never reused.",
+    )
     health_interval_s: float = Field(
         default=2.0, gt=0, description="Replica /health + /metrics poll period (seconds)."
     )
