@@ -1,4 +1,4 @@
-"""Metric values for threshold rules, read from the store at evaluation time.
+"""Metric values for threshold rules, read at evaluation time.
 
 :func:`rule_series` computes one :class:`~alerts.rules.Sample` at ``now`` per label
 set for a :class:`~alerts.rules.ThresholdRule`: the statistic over the calls that
@@ -16,8 +16,10 @@ Statistics (units in the name):
   ``quantile_cont``), or the mean when ``quantile`` is None; null latencies are skipped,
   never read as 0;
 * ``error_rate``: calls with ``status = 'error'`` / calls;
-* ``rejection_rate_429``: error calls whose ``error_type`` is ``429`` or names a rate limit
-  (``RateLimitError``, ``rate_limit_exceeded``, ``too_many_requests``) / calls;
+* ``rejection_rate_429``: error calls refused for load / calls: ``error_type`` accepted by
+  :func:`collector.store.callstats.is_rate_limited` (``429``, ``RateLimitError``,
+  ``rate_limit_exceeded``, ``too_many_requests``, ``queue_full``, ``overloaded``, ... any case,
+  surrounding blanks ignored: :data:`~collector.store.callstats.REJECTION_ERROR_TYPES`);
 * ``cost_per_1k_tokens_usd``: ``1000 * sum(cost_usd) / sum(input_tokens + output_tokens)`` over
   priced calls with known tokens;
 * ``kv_cache_usage``: the highest scraped ``kv_cache_usage`` (0..1) in the window
@@ -33,8 +35,19 @@ Statistics (units in the name):
 * ``judge_score`` / ``judge_pass_rate``: no series here (the judge subsystem emits
   ``judge_drift`` events instead); rules on them stay unknown.
 
-This reads through SQLAlchemy Core; the analytics module (``collector.store.analytics``,
-DuckDB over Arrow) will replace the latency aggregation once it lands.
+Where the rows come from:
+
+* the call statistics (latencies, ``error_rate``, ``rejection_rate_429``,
+  ``cost_per_1k_tokens_usd``; filters and group labels on call columns) are computed by
+  :func:`alerts.callseries.call_values`: read through the one analytics read path,
+  :func:`collector.lake.query.fetch_calls` (sealed hours from the Parquet lake, the unsealed
+  hot tail from the store through ADBC, each call once; the store alone without a lake), and
+  aggregated in DuckDB. A rule with a 7-day window reads 7 days of Parquet, not 7 days of
+  store rows. These reads use their own connections: committed rows only; an in-memory SQLite
+  store cannot be read this way (``ValueError``, the rule is logged and stays unknown);
+* ``kv_cache_usage``, ``spec_decode_acceptance_rate`` (``engine_samples``) and
+  ``thumbs_down_rate`` (``feedback``, joined to ``llm_calls`` for labels) are not in the lake
+  and are read from the store through SQLAlchemy Core on the caller's connection.
 """
 
 from __future__ import annotations
