@@ -11,21 +11,25 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from prometheus_client import CollectorRegistry
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from alerts import store as alert_store
 from alerts.callseries import rate_limited_types
+from alerts.jobs import jobs
 from alerts.receivers import Receiver, StaticReceivers
 from alerts.rules import ThresholdRule
 from alerts.runtime import evaluate_tenant
 from alerts.series import rule_series
 from collector.lake import layout, seal
+from collector.scheduler import JobContext
 from collector.store import bulk
 from collector.store.callstats import is_rate_limited
 from collector.store.engine import make_engine
 from collector.store.models import LLMCall
 from tests.collector.lake import calldata
+from tests.conftest import make_settings
 
 HOUR = calldata.HOUR_NS
 T0 = calldata.T0_NS
@@ -197,3 +201,29 @@ def test_evaluation_fires_from_sealed_hours(sealed: tuple[str, layout.Lake]) -> 
         engine.dispose()
     (alert,) = r.alerts
     assert alert.last_value is not None and alert.last_value > 0.01
+
+
+def test_the_evaluation_job_reads_the_configured_lake(sealed: tuple[str, layout.Lake]) -> None:
+    url, lake = sealed
+    rule = _rule("ttft_s", quantile=0.99, window_s=7 * 86_400, threshold=0.0, op=">")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            (want,) = rule_series(conn, "default", rule, NOW, lake=lake)
+        with Session(engine) as s, s.begin():
+            alert_store.save_rule(s, "default", rule, enabled=True, now=NOW)
+        with engine.begin() as conn:  # only the lake still holds the sealed hours
+            conn.execute(
+                delete(LLMCall).where(
+                    LLMCall.tenant == "default", LLMCall.start_unix_nano < T0 + 6 * HOUR
+                )
+            )
+        settings = make_settings(url, lake_enabled=True, lake_url=lake.url)
+        (evaluate,) = [j for j in jobs(settings, clock=lambda: NOW) if j.name == "alerts.evaluate"]
+        evaluate.fn(JobContext(settings, engine, CollectorRegistry()))
+        with Session(engine) as s:
+            (alert,) = alert_store.load_alerts(s, "default", rule="r").values()
+    finally:
+        engine.dispose()
+    assert want.samples[0].value is not None
+    assert alert.last_value == pytest.approx(want.samples[0].value, rel=1e-12)
