@@ -18,8 +18,8 @@ the lake off (the store alone, ADBC → Arrow → DuckDB), and by the previous i
 in Python) as the null baseline; the three must agree. ``--repeat`` evaluations each, the median
 is reported.
 
-    python benchmarks/alerts.py                    # 1,000,000 calls (~875,000 in 7 days)
-    python benchmarks/alerts.py --rows 200000
+    python benchmarks/alert_rules.py                # 1,000,000 calls (~875,000 in 7 days)
+    python benchmarks/alert_rules.py --rows 200000
 
 Prints ``RESULT alerts_<rule>_<path>_ms=<n> ms`` lines.
 """
