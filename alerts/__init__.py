@@ -1,9 +1,10 @@
 """Alerting: rules, the alert state machine, grouping/silences, and signed webhook delivery.
 
 Flow: the scheduler (:mod:`alerts.jobs`) calls :func:`evaluate_rules` per tenant
-(series from the store, events from the inbox fed by :func:`emit_event`; notifications into the
-durable outbox), and a :class:`DeliveryWorker` drains the outbox with retries, one notification
-per group at a time. REST: ``driftline/api/alerts.py``.
+(series through the lake's query layer, :mod:`alerts.series`; events from the inbox fed by
+:func:`emit_event`; notifications into the durable outbox), and a :class:`DeliveryWorker`
+drains the outbox with retries, one notification per group at a time. REST:
+``driftline/api/alerts.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 * ``alerts.evaluate`` (every ``DRIFTLINE_ALERT_EVAL_INTERVAL_S``): for each tenant with enabled
   rules or pending events, :func:`alerts.runtime.evaluate_tenant`, with the
-  collector's health checks (:class:`HealthWatcher`) as ``collector_unhealthy`` events.
+  collector's health checks (:class:`HealthWatcher`) as ``collector_unhealthy`` events. Call
+  statistics read the collector's lake (:func:`collector.lake.jobs.lake_of`: sealed hours from
+  Parquet, the hot tail from the store), the store alone when the lake is off.
 * ``alerts.deliver`` (every ``DRIFTLINE_ALERT_DELIVERY_POLL_S``): one
   :class:`~alerts.delivery.DeliveryWorker` round; the worker is built on the first
   run (its metrics go to the app's registry) and kept for the app's lifetime. It runs in its own
@@ -34,6 +36,8 @@ from alerts.runtime import (
     runtime_for,
     tenants_to_evaluate,
 )
+from collector.lake.jobs import lake_of
+from collector.lake.layout import Lake
 from collector.scheduler import Job, JobContext
 
 log = logging.getLogger(__name__)
@@ -138,8 +142,17 @@ def evaluate_all(
     failures: Counter,
     now: float,
 ) -> int:
-    """One evaluation round over every tenant; returns the number of tenants evaluated."""
+    """One evaluation round over every tenant; returns the number of tenants evaluated.
+
+    An unusable ``DRIFTLINE_LAKE_URL`` is logged and the round reads the store alone (it keeps
+    every call the lake holds, so the values are the same, only slower to compute)."""
     health_events = health.check(ctx.registry, now)
+    lake: Lake | None
+    try:
+        lake = lake_of(ctx.settings)
+    except ValueError as exc:
+        log.error("alerts: lake unusable, reading the store alone: %s", exc)
+        lake = None
     directory = rt.directory(ctx.engine)
     url = _external_url(ctx, rt)
     done = 0
@@ -152,6 +165,7 @@ def evaluate_all(
                 receivers=directory,
                 external_url=url,
                 extra_events=health_events,
+                lake=lake,
             )
             done += 1
         except Exception:

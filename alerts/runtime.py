@@ -4,7 +4,8 @@
 configuration) and then in the ``alert_receivers`` table (REST API), at send time, so a
 receiver created or rotated through the API is used by the next attempt.
 :func:`evaluate_tenant` is one evaluation round of one tenant: rules from the table, series
-from the store (:mod:`alerts.series`), events from the inbox
+from the lake's query layer (:mod:`alerts.series`: sealed hours from the Parquet lake, the hot
+tail from the store), events from the inbox
 (:mod:`alerts.events`) plus in-memory ones (collector health), all applied and
 enqueued in one transaction. :func:`runtime_for` shares the settings and the file receivers
 between the REST API and the jobs of one app.
@@ -29,6 +30,7 @@ from alerts.receivers import AlertSettings, Receiver, StaticReceivers, load_rece
 from alerts.rules import AlertEvent, Series, ThresholdRule
 from alerts.series import rule_series
 from collector.errors import ConfigError
+from collector.lake.layout import Lake
 from collector.settings import describe_validation_error
 from collector.store.models import AlertRule
 
@@ -125,10 +127,13 @@ def evaluate_tenant(
     receivers: DbReceivers | StaticReceivers,
     external_url: str = "",
     extra_events: Sequence[AlertEvent] = (),
+    lake: Lake | None = None,
 ) -> EvaluationResult:
     """Evaluate every enabled rule of ``tenant`` at ``now`` (unix seconds) in one transaction.
 
-    Threshold rules get one sample each from the store; event rules get the tenant's inbox
+    Threshold rules get one sample each (:func:`~alerts.series.rule_series`: call statistics
+    from ``lake``'s sealed hours plus the store's hot tail, or the store alone when ``lake`` is
+    None); event rules get the tenant's inbox
     events that happened by ``now`` (then marked consumed) plus ``extra_events``. A rule whose
     series cannot be computed (e.g. a filter key the statistic does not know) is logged and
     evaluated without data. Returns what :func:`~alerts.evaluate.evaluate_rules`
@@ -141,7 +146,7 @@ def evaluate_tenant(
         for rule in rules:
             if isinstance(rule, ThresholdRule):
                 try:
-                    series[rule.name] = rule_series(conn, tenant, rule, now)
+                    series[rule.name] = rule_series(conn, tenant, rule, now, lake=lake)
                 except ValueError as exc:
                     log.error(
                         "tenant %r rule %r: cannot compute series: %s", tenant, rule.name, exc

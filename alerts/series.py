@@ -1,4 +1,4 @@
-"""Metric values for threshold rules, read from the store at evaluation time.
+"""Metric values for threshold rules, read at evaluation time.
 
 :func:`rule_series` computes one :class:`~alerts.rules.Sample` at ``now`` per label
 set for a :class:`~alerts.rules.ThresholdRule`: the statistic over the calls that
@@ -16,8 +16,10 @@ Statistics (units in the name):
   ``quantile_cont``), or the mean when ``quantile`` is None; null latencies are skipped,
   never read as 0;
 * ``error_rate``: calls with ``status = 'error'`` / calls;
-* ``rejection_rate_429``: error calls whose ``error_type`` is ``429`` or names a rate limit
-  (``RateLimitError``, ``rate_limit_exceeded``, ``too_many_requests``) / calls;
+* ``rejection_rate_429``: error calls refused for load / calls: ``error_type`` accepted by
+  :func:`collector.store.callstats.is_rate_limited` (``429``, ``RateLimitError``,
+  ``rate_limit_exceeded``, ``too_many_requests``, ``queue_full``, ``overloaded``, ... any case,
+  surrounding blanks ignored: :data:`~collector.store.callstats.REJECTION_ERROR_TYPES`);
 * ``cost_per_1k_tokens_usd``: ``1000 * sum(cost_usd) / sum(input_tokens + output_tokens)`` over
   priced calls with known tokens;
 * ``kv_cache_usage``: the highest scraped ``kv_cache_usage`` (0..1) in the window
@@ -33,8 +35,19 @@ Statistics (units in the name):
 * ``judge_score`` / ``judge_pass_rate``: no series here (the judge subsystem emits
   ``judge_drift`` events instead); rules on them stay unknown.
 
-This reads through SQLAlchemy Core; the analytics module (``collector.store.analytics``,
-DuckDB over Arrow) will replace the latency aggregation once it lands.
+Where the rows come from:
+
+* the call statistics (latencies, ``error_rate``, ``rejection_rate_429``,
+  ``cost_per_1k_tokens_usd``; filters and group labels on call columns) are computed by
+  :func:`alerts.callseries.call_values`: read through the one analytics read path,
+  :func:`collector.lake.query.fetch_calls` (sealed hours from the Parquet lake, the unsealed
+  hot tail from the store through ADBC, each call once; the store alone without a lake), and
+  aggregated in DuckDB. A rule with a 7-day window reads 7 days of Parquet, not 7 days of
+  store rows. These reads use their own connections: committed rows only; an in-memory SQLite
+  store cannot be read this way (``ValueError``, the rule is logged and stays unknown);
+* ``kv_cache_usage``, ``spec_decode_acceptance_rate`` (``engine_samples``) and
+  ``thumbs_down_rate`` (``feedback``, joined to ``llm_calls`` for labels) are not in the lake
+  and are read from the store through SQLAlchemy Core on the caller's connection.
 """
 
 from __future__ import annotations
@@ -44,12 +57,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import numpy as np
 from sqlalchemy import and_, select
 from sqlalchemy.engine import Connection
 
+from alerts.callseries import call_values
 from alerts.rules import Sample, Series, ThresholdRule
-from collector.store.callstats import is_rate_limited
+from collector.lake.layout import Lake
 from collector.store.models import LLMCall
 from collector.store.models.api import EngineSample, Feedback
 
@@ -77,17 +90,6 @@ _ENGINE_STATS: dict[str, tuple[Any, ...]] = {
         EngineSample.spec_decode_accepted_tokens_total,
     ),
 }
-_LATENCY: dict[str, Any] = {
-    "ttft_s": LLMCall.ttft_s,
-    "tpot_s": LLMCall.tpot_s,
-    "e2e_s": LLMCall.e2e_s,
-    "queue_s": LLMCall.queue_s,
-    "itl_s": LLMCall.itl_p95_s,
-    "itl_p50_s": LLMCall.itl_p50_s,
-    "server_ttft_s": LLMCall.server_ttft_s,
-    "server_e2e_s": LLMCall.server_e2e_s,
-    "gateway_queue_s": LLMCall.gateway_queue_s,
-}
 
 
 def _cols(mapping: dict[str, Any], keys: Iterable[str], what: str) -> list[tuple[str, Any]]:
@@ -97,43 +99,6 @@ def _cols(mapping: dict[str, Any], keys: Iterable[str], what: str) -> list[tuple
             raise ValueError(f"{what} key {k!r} is not one of {', '.join(sorted(mapping))}")
         out.append((k, mapping[k]))
     return out
-
-
-def _aggregate(rule: ThresholdRule, rows: Sequence[Sequence[Any]]) -> float | None:
-    """The rule's statistic over ``rows`` (value columns only), None below ``min_samples``."""
-    stat = rule.stat
-    if stat in _LATENCY:
-        vals = np.asarray([r[0] for r in rows if r[0] is not None], dtype=float)
-        if vals.size < rule.min_samples:
-            return None
-        if rule.quantile is None:
-            return float(vals.mean())
-        return float(np.quantile(vals, rule.quantile))
-    if stat in ("error_rate", "rejection_rate_429"):
-        if len(rows) < rule.min_samples:
-            return None
-        if stat == "error_rate":
-            bad = sum(1 for status, _ in rows if status == "error")
-        else:
-            bad = sum(1 for status, et in rows if status == "error" and is_rate_limited(et))
-        return bad / len(rows)
-    if stat == "cost_per_1k_tokens_usd":
-        priced = [
-            (c, i + o) for c, i, o in rows if c is not None and i is not None and o is not None
-        ]
-        tokens = sum(t for _, t in priced)
-        if len(priced) < rule.min_samples or tokens == 0:
-            return None
-        return 1000.0 * sum(c for c, _ in priced) / tokens
-    raise ValueError(f"stat {stat!r} is not a call statistic")
-
-
-def _value_columns(stat: str) -> list[Any]:
-    if stat in _LATENCY:
-        return [_LATENCY[stat]]
-    if stat in ("error_rate", "rejection_rate_429"):
-        return [LLMCall.status, LLMCall.error_type]
-    return [LLMCall.cost_usd, LLMCall.input_tokens, LLMCall.output_tokens]
 
 
 def _grouped(
@@ -163,12 +128,25 @@ def _series(
     ]
 
 
-def rule_series(conn: Connection, tenant: str, rule: ThresholdRule, now: float) -> list[Series]:
+def rule_series(
+    conn: Connection,
+    tenant: str,
+    rule: ThresholdRule,
+    now: float,
+    *,
+    lake: Lake | None = None,
+) -> list[Series]:
     """One :class:`Series` per label set of ``rule.group_labels``, each with one sample at
     ``now`` (unix seconds) over the window ``[now - rule.window_s, now]``.
 
+    Call statistics are read through the lake's query layer from the store ``conn`` is bound
+    to (its URL) and ``lake`` (None: the store alone), on their own connections: they see
+    committed rows, not rows written in ``conn``'s open transaction. Engine-sample and
+    feedback statistics are read through ``conn``.
+
     Raises:
-        ValueError: a filter or group label the statistic cannot be split by (names the key).
+        ValueError: a filter or group label the statistic cannot be split by (names the key),
+            or a store the query layer cannot read (an in-memory SQLite database).
     """
     since_ns = int((now - rule.window_s) * 1e9)
     until_ns = int(now * 1e9)
@@ -179,16 +157,29 @@ def rule_series(conn: Connection, tenant: str, rule: ThresholdRule, now: float) 
         return _kv_series(conn, tenant, rule, names, since_ns, until_ns, now)
     if rule.stat == "thumbs_down_rate":
         return _thumbs_series(conn, tenant, rule, names, since_ns, until_ns, now)
-    label_cols = [c for _, c in _cols(CALL_LABELS, names, "group_labels")]
-    q = select(*label_cols, *_value_columns(rule.stat)).where(
-        LLMCall.tenant == tenant,
-        LLMCall.start_unix_nano >= since_ns,
-        LLMCall.start_unix_nano <= until_ns,
+    label_cols = [str(c.name) for _, c in _cols(CALL_LABELS, names, "group_labels")]
+    filters = [
+        (str(c.name), rule.filters[k]) for k, c in _cols(CALL_LABELS, rule.filters, "filters")
+    ]
+    values = call_values(
+        conn.engine.url.render_as_string(hide_password=False),
+        lake,
+        tenant,
+        stat=rule.stat,
+        quantile=rule.quantile,
+        min_samples=rule.min_samples,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        label_columns=label_cols,
+        filters=filters,
     )
-    for k, col in _cols(CALL_LABELS, rule.filters, "filters"):
-        q = q.where(col == rule.filters[k])
-    groups = _grouped(conn.execute(q).all(), names)
-    return _series(rule, names, groups, now, lambda rows: _aggregate(rule, rows))
+    if not values and not names:
+        # No data at all: one unknown sample keeps the (single) alert where it is.
+        return [Series(labels={}, samples=(Sample(now, None),))]
+    return [
+        Series(labels=dict(zip(names, key, strict=True)), samples=(Sample(now, value),))
+        for key, value in sorted(values.items())
+    ]
 
 
 def _kv_series(
