@@ -41,7 +41,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from collector.lake import manifest  # noqa: E402
+from collector.lake import manifest, textfeatures  # noqa: E402
 from collector.lake.layout import Lake, default_lake_url, open_lake  # noqa: E402
 from collector.lake.seal import seal_pending  # noqa: E402
 from collector.store import analytics  # noqa: E402
@@ -224,10 +224,13 @@ def evidently_python(venv: Path = VENV) -> Path:
 
 def ensure_sealed(url: str, calls: int) -> Lake:
     """The lake beside the store with every hour of both windows sealed (reused when its
-    manifest already holds ``calls`` calls); prints the seal rate when it seals."""
+    manifest already holds ``calls`` calls sealed with the running text-feature definitions);
+    prints the seal rate when it seals."""
     lake = open_lake(default_lake_url(url))
-    have = sum(e.rows for e in manifest.load(lake, "default").hours.values())
-    if have == calls:
+    hours = manifest.load(lake, "default").hours
+    if sum(e.rows for e in hours.values()) == calls and all(
+        textfeatures.fresh(lake, lake.data_path("calls", "default", h)) for h in hours
+    ):
         return lake
     if lake.fs.exists(lake.root):
         lake.fs.rm(lake.root, recursive=True)
