@@ -8,8 +8,10 @@ Data (generated once, cached in ``.cache/bench-drift/``): 1,000,000 calls in a S
 one refuses more.
 
 ``drift_run_s``: wall time of :func:`drift.runs.run_drift` as the scheduled job runs it, through
-the lake (the 24 closed hours sealed into the Parquet lake beside the store once, reused; reading
-both windows from Parquet through DuckDB), DuckDB signal extraction, sampled language
+the lake (the 24 closed hours sealed into the Parquet lake beside the store once, with the
+per-call text features refusal / empty output, reused; a lake sealed without the running
+features' digest is re-sealed; reading both windows from Parquet through DuckDB, the language
+sample's texts only for the sampled calls), DuckDB signal extraction, sampled language
 identification, 120 tests with BH, effect sizes, histograms, and the stored run (embeddings and
 judge scores are not among the 12 signals). ``drift_run_store_s``: the same run reading every
 call from the store (ADBC / sqlite3 -> Arrow), the null baseline in the same run

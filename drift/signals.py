@@ -2,11 +2,14 @@
 
 Calls come as one Arrow table from a :data:`drift.callreaders.CallReader`: sealed hours from
 the Parquet lake, the unsealed hot tail from the store through ADBC
-(:func:`collector.lake.query.read_windows`; or the sealed part on Spark); every per-call signal
-is computed in DuckDB over that Arrow table, and the columns leave DuckDB as numpy arrays
+(:func:`collector.lake.textfeatures.read_windows`; or the sealed part on Spark); every per-call
+signal is computed in DuckDB over that Arrow table, and the columns leave DuckDB as numpy arrays
 (numbers, NaN = null) or ``GROUP BY`` counts (categories), the representation
-:mod:`drift.columnar` tests. Only bounded random samples cross into Python per text: language
-identification and prompt / answer embeddings (:mod:`drift.textsample`).
+:mod:`drift.columnar` tests. Refusal and empty output come as the lake's per-call text features
+(sealed with the hour; evaluated from the answer text, with the same DuckDB expressions, where
+not sealed), so a run does not scan every answer. Only bounded random samples cross into Python
+per text: language identification (whose texts are read for the sampled calls only) and prompt
+/ answer embeddings (:mod:`drift.textsample`).
 
 Signals (:data:`SIGNALS`): token counts and latencies (numbers); finish_reason mix; refusal,
 empty output, guardrail hits and thumbs-down (proportions); judge score (numbers, when the judges
