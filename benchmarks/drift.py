@@ -8,8 +8,10 @@ Data (generated once, cached in ``.cache/bench-drift/``): 1,000,000 calls in a S
 one refuses more.
 
 ``drift_run_s``: wall time of :func:`drift.runs.run_drift` as the scheduled job runs it, through
-the lake (the 24 closed hours sealed into the Parquet lake beside the store once, reused; reading
-both windows from Parquet through DuckDB), DuckDB signal extraction, sampled language
+the lake (the 24 closed hours sealed into the Parquet lake beside the store once, with the
+per-call text features refusal / empty output, reused; a lake sealed without the running
+features' digest is re-sealed; reading both windows from Parquet through DuckDB, the language
+sample's texts only for the sampled calls), DuckDB signal extraction, sampled language
 identification, 120 tests with BH, effect sizes, histograms, and the stored run (embeddings and
 judge scores are not among the 12 signals). ``drift_run_store_s``: the same run reading every
 call from the store (ADBC / sqlite3 -> Arrow), the null baseline in the same run
@@ -41,7 +43,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from collector.lake import manifest  # noqa: E402
+from collector.lake import manifest, textfeatures  # noqa: E402
 from collector.lake.layout import Lake, default_lake_url, open_lake  # noqa: E402
 from collector.lake.seal import seal_pending  # noqa: E402
 from collector.store import analytics  # noqa: E402
@@ -224,10 +226,13 @@ def evidently_python(venv: Path = VENV) -> Path:
 
 def ensure_sealed(url: str, calls: int) -> Lake:
     """The lake beside the store with every hour of both windows sealed (reused when its
-    manifest already holds ``calls`` calls); prints the seal rate when it seals."""
+    manifest already holds ``calls`` calls sealed with the running text-feature definitions);
+    prints the seal rate when it seals."""
     lake = open_lake(default_lake_url(url))
-    have = sum(e.rows for e in manifest.load(lake, "default").hours.values())
-    if have == calls:
+    hours = manifest.load(lake, "default").hours
+    if sum(e.rows for e in hours.values()) == calls and all(
+        textfeatures.fresh(lake, lake.data_path("calls", "default", h)) for h in hours
+    ):
         return lake
     if lake.fs.exists(lake.root):
         lake.fs.rm(lake.root, recursive=True)

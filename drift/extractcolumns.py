@@ -48,7 +48,10 @@ def _slices(
     return out
 
 
-def _ordered(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> pa.Table:
+def ordered(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> pa.Table:
+    """``win``, ``seg_id``, ``t`` and ``names`` of every row of ``s`` in the order the columns
+    use (one sort of the run's calls, shared by :func:`numeric_columns` and
+    :func:`categorical_columns`)."""
     return con.sql(
         # ids break ties of start time: the order (and so block-calibrated tests) does not
         # depend on the order in which the calls were read (lake and store parts)
@@ -58,17 +61,21 @@ def _ordered(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> pa.Table:
 
 
 def numeric_columns(
-    con: duckdb.DuckDBPyConnection, names: Sequence[str], segments: Segments
+    con: duckdb.DuckDBPyConnection,
+    names: Sequence[str],
+    segments: Segments,
+    table: pa.Table | None = None,
 ) -> list[ColumnWindow]:
     """Numeric signals per segment, in time order (``ordered=True``).
 
     ``judge_score`` also carries weights 1/π from ``judge_pi`` (Hájek test); values are float64,
-    NaN = null. Units as extracted (tokens, seconds, judge scale).
+    NaN = null. Units as extracted (tokens, seconds, judge scale). ``table``: :func:`ordered`
+    of at least these columns (and ``judge_pi``), read here when None.
     """
     if not names:
         return []
     judge = "judge_score" in names
-    t = _ordered(con, [*names, "judge_pi"] if judge else names)
+    t = table if table is not None else ordered(con, [*names, "judge_pi"] if judge else names)
     arrays = {n: t.column(n).to_numpy(zero_copy_only=False).astype(np.float64) for n in names}
     weights = None
     if judge:
@@ -108,13 +115,15 @@ def categorical_columns(
     names: Sequence[str],
     segments: Segments,
     current_start_ns: int,
+    table: pa.Table | None = None,
 ) -> list[ColumnWindow]:
     """Categorical signals per segment: counts (details), codes in time order (tests) and each
     reference call's age, seconds before ``current_start_ns`` (look-back windows of rare
-    proportions, :mod:`drift.ratewindows`; 0 for a call at or after it)."""
+    proportions, :mod:`drift.ratewindows`; 0 for a call at or after it). ``table``:
+    :func:`ordered` of at least these columns, read here when None."""
     if not names:
         return []
-    t = _ordered(con, names)
+    t = table if table is not None else ordered(con, names)
     coded = {n: _codes(t.column(n)) for n in names}
     start = t.column("t").to_numpy(zero_copy_only=False).astype(np.int64)
     age_s = np.maximum(current_start_ns - start, 0).astype(np.float64) / 1e9

@@ -2,11 +2,14 @@
 
 Calls come as one Arrow table from a :data:`drift.callreaders.CallReader`: sealed hours from
 the Parquet lake, the unsealed hot tail from the store through ADBC
-(:func:`collector.lake.query.read_windows`; or the sealed part on Spark); every per-call signal
-is computed in DuckDB over that Arrow table, and the columns leave DuckDB as numpy arrays
+(:func:`collector.lake.textfeatures.read_windows`; or the sealed part on Spark); every per-call
+signal is computed in DuckDB over that Arrow table, and the columns leave DuckDB as numpy arrays
 (numbers, NaN = null) or ``GROUP BY`` counts (categories), the representation
-:mod:`drift.columnar` tests. Only bounded random samples cross into Python per text: language
-identification and prompt / answer embeddings (:mod:`drift.textsample`).
+:mod:`drift.columnar` tests. Refusal and empty output come as the lake's per-call text features
+(sealed with the hour; evaluated from the answer text, with the same DuckDB expressions, where
+not sealed), so a run does not scan every answer. Only bounded random samples cross into Python
+per text: language identification (whose texts are read for the sampled calls only) and prompt
+/ answer embeddings (:mod:`drift.textsample`).
 
 Signals (:data:`SIGNALS`): token counts and latencies (numbers); finish_reason mix; refusal,
 empty output, guardrail hits and thumbs-down (proportions); judge score (numbers, when the judges
@@ -20,7 +23,6 @@ largest ``max_segments`` of them, plus all traffic.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,13 +30,13 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from collector.lake.textfeatures import FEATURE_COLUMNS, refusal_sql
 from drift.callreaders import CallReader, lake_reader
 from drift.colwindow import ColumnWindow
-from drift.extractcolumns import categorical_columns, numeric_columns
+from drift.extractcolumns import categorical_columns, numeric_columns, ordered
 from drift.report import Kind
 from drift.signalsources import judge_scores, thumbs_votes
-from drift.textsample import EMBEDDING_TESTS, sampled_text_columns
-from drift.textsignals import _FIRST_PERSON, _REQUEST_WORDS, REFUSAL_MARKERS, REFUSAL_WINDOW_CHARS
+from drift.textsample import EMBEDDING_TESTS, FetchTexts, sampled_text_columns
 from drift.windows import Windows
 
 log = logging.getLogger(__name__)
@@ -53,7 +55,7 @@ SIGNALS: dict[str, Kind] = {
     **dict.fromkeys(EMBEDDING_SIGNALS, "embedding"),
 }
 SEGMENT_COLUMNS = {"model": "model", "variant": "variant", "service": "service_name"}
-_WHITESPACE = " \t\n\r\x0b\x0c"
+__all__ = ["SIGNALS", "ExtractConfig", "Extraction", "extract", "refusal_sql"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,37 +118,6 @@ class Extraction:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def _sql_regex(alternatives: Sequence[str]) -> str:
-    """An RE2 alternation matching any of the literal strings."""
-    return "(" + "|".join(re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", a) for a in alternatives) + ")"
-
-
-def refusal_sql(text_column: str) -> str:
-    """DuckDB expression equal to :func:`drift.textsignals.is_refusal` on ``text_column``.
-
-    Generated from the same marker lists, so the two cannot diverge: strip whitespace, fold
-    curly apostrophes, lower-case, keep the first ``REFUSAL_WINDOW_CHARS`` characters; a
-    refusal when a non-first-person marker occurs there, or a first-person one together with a
-    request verb. NULL text gives NULL. Source: see :func:`drift.textsignals.refusal_marker`.
-    """
-    opening = (
-        f"substr(lower(replace(replace(trim({text_column}, '{_WHITESPACE}'), "
-        f"'\u2019', ''''), '\u2018', '''')), 1, {REFUSAL_WINDOW_CHARS})"
-    )
-    plain = [m for m in REFUSAL_MARKERS if m not in _FIRST_PERSON]
-    first = [m for m in REFUSAL_MARKERS if m in _FIRST_PERSON]
-
-    def lit(rx: str) -> str:
-        return "'" + rx.replace("'", "''") + "'"
-
-    return (
-        f"CASE WHEN {text_column} IS NULL THEN NULL ELSE "
-        f"(regexp_matches({opening}, {lit(_sql_regex(plain))}) OR "
-        f"(regexp_matches({opening}, {lit(_sql_regex(first))}) AND "
-        f"regexp_matches({opening}, {lit(_REQUEST_WORDS.pattern)}))) END"
-    )
-
-
 def _segment_label(keys: dict[str, str | None]) -> str:
     return ",".join(f"{k}={'(none)' if v is None else v}" for k, v in keys.items())
 
@@ -190,16 +161,25 @@ def extract(
         "redactions",
     ]
     embedded = {EMBEDDING_TESTS[s][0] for s in wanted & set(EMBEDDING_SIGNALS)}
-    need_out = bool(wanted & {"refusal", "empty_output", "output_language", "language_mismatch"})
-    need_out |= "output_text" in embedded
-    need_in = bool(wanted & {"prompt_language", "language_mismatch"}) or "input_text" in embedded
-    names += ["output_text"] * need_out + ["input_text"] * need_in
+    # refusal / empty output come as the lake's per-call text features (sealed with the hour,
+    # computed from the answer text where not sealed); texts are read in full only when
+    # embedded (the embedding sample needs every call's null); the language sample's texts
+    # are read for the sampled calls only
+    names += [n for n in FEATURE_COLUMNS if n in wanted]
+    names += [c for c in ("output_text", "input_text") if c in embedded]
+    # the salt of the text samples is drawn whenever a text was read before the features
+    # existed, so the run's random stream (and every later draw) is unchanged
+    texts_read = bool(wanted & {*PROPORTION_SIGNALS[:2], *SAMPLED_SIGNALS}) or bool(embedded)
     read = read if read is not None else lake_reader(None)
     spans = [
         (windows.reference_start_ns, windows.reference_end_ns),
         (windows.current_start_ns, windows.current_end_ns),
     ]
-    calls = read(database_url, tenant, spans, list(dict.fromkeys(names)))
+    calls = read.calls(database_url, tenant, spans, list(dict.fromkeys(names)))
+
+    def fetch_texts(keys: pa.Table, columns: Sequence[str]) -> pa.Table:
+        return read.texts(database_url, tenant, spans, keys, columns)
+
     skipped: dict[str, str] = {}
     con = duckdb.connect()
     try:
@@ -212,7 +192,8 @@ def extract(
             if judge is None and "judge_score" in wanted:
                 skipped["judge_score"] = why
         con.register("judge_arrow", judge if judge is not None else _EMPTY_JUDGE)
-        return _build(con, calls, windows, config, seg_cols, skipped, rng)
+        salt = int(rng.integers(0, 2**31)) if texts_read else None
+        return _build(con, calls, windows, config, seg_cols, skipped, salt, fetch_texts)
     finally:
         con.close()
 
@@ -235,13 +216,13 @@ def _build(
     config: ExtractConfig,
     seg_cols: list[str],
     skipped: dict[str, str],
-    rng: np.random.Generator,
+    salt: int | None,
+    fetch_texts: FetchTexts,
 ) -> Extraction:
     wanted = set(config.signals)
-    has_out = "output_text" in calls.column_names
-    has_in = "input_text" in calls.column_names
+    have = set(calls.column_names)
     numeric = [s for s in NUMERIC_SIGNALS if s in wanted]
-    refusal = refusal_sql("c.output_text") if has_out else "NULL"
+    refusal = "c.refusal" if "refusal" in have else "NULL"
     con.execute(
         "CREATE TEMP TABLE votes AS SELECT trace_id, span_id, "
         "bool_or(kind = 'thumbs_down') AS down FROM (SELECT *, row_number() OVER ("
@@ -265,20 +246,14 @@ def _build(
         + "".join(f"CAST(c.{n} AS DOUBLE) AS {n}, " for n in numeric)
         + "c.finish_reason, "
         f"coalesce(j.refusal, {refusal}) AS refusal, "
-        + (
-            f"CASE WHEN c.output_text IS NULL THEN NULL "
-            f"ELSE trim(c.output_text, '{_WHITESPACE}') = '' END AS empty_output, "
-            if has_out
-            else "NULL::BOOLEAN AS empty_output, "
-        )
+        + ("c.empty_output, " if "empty_output" in have else "NULL::BOOLEAN AS empty_output, ")
         + "CASE WHEN c.finish_reason = 'content_filter' OR c.redactions > 0 THEN TRUE "
         "WHEN c.finish_reason IS NULL AND c.redactions IS NULL THEN NULL ELSE FALSE END "
         "AS guardrail_hit, "
         "CASE WHEN vt.down IS NULL AND vs.down IS NULL THEN NULL "
         "ELSE coalesce(vt.down, FALSE) OR coalesce(vs.down, FALSE) END AS thumbs_down, "
         "j.score AS judge_score, j.pi AS judge_pi, c.trace_id, c.span_id"
-        + (", c.output_text" if has_out else "")
-        + (", c.input_text" if has_in else "")
+        + "".join(f", c.{t}" for t in ("output_text", "input_text") if t in have)
         + " FROM calls_arrow c JOIN seg g ON "
         + join_seg
         # votes on the whole trace and on this span: two equality hash joins, one row each
@@ -313,17 +288,20 @@ def _build(
         "SELECT count(*) FILTER (win = 0), count(*) FILTER (win = 1) FROM s"
     ).fetchall()[0]
     columns: list[ColumnWindow] = []
-    columns += numeric_columns(
-        con,
+    nums = (
         [*numeric, "judge_score"]
         if "judge_score" in wanted and "judge_score" not in skipped
-        else numeric,
-        segments,
+        else numeric
     )
     cats = [s for s in ("finish_reason", *PROPORTION_SIGNALS) if s in wanted]
-    columns += categorical_columns(con, cats, segments, windows.current_start_ns)
-    if has_out or has_in:
-        columns += sampled_text_columns(con, config, segments, skipped, rng)
+    table = None
+    if nums or cats:  # one sort of every call for both
+        pi = ["judge_pi"] if "judge_score" in nums else []
+        table = ordered(con, list(dict.fromkeys([*nums, *pi, *cats])))
+    columns += numeric_columns(con, nums, segments, table)
+    columns += categorical_columns(con, cats, segments, windows.current_start_ns, table)
+    if salt is not None:
+        columns += sampled_text_columns(con, config, segments, skipped, salt, fetch_texts)
     return Extraction(
         columns=tuple(columns),
         segment_keys={label: keys for label, keys in segments.values()},

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from drift.columnar import ColumnWindow
 from drift.errors import EmbeddingModelUnavailableError
@@ -57,11 +58,11 @@ def _sample(
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Sampled rows of table ``s`` per (segment, window) — or per window for all traffic.
 
-    Returns ``(rows, nulls)``: rows ``(seg_id, win, rn, *cols)`` with ``rn`` the rank in the
-    salted hash order, kept when ``rn <= k_lang`` or when the row is among the first ``k_emb``
-    of that order with a non-NULL text in one of the ``embedded`` columns; nulls
-    ``(seg_id, win, *NULLs of each embedded column)`` over the whole window (without
-    ``seg_id`` for all traffic).
+    Returns ``(rows, nulls)``: rows ``(seg_id, win, rn, trace_id, span_id, *cols)`` with ``rn``
+    the rank in the salted hash order, kept when ``rn <= k_lang`` or when the row is among the
+    first ``k_emb`` of that order with a non-NULL text in one of the ``embedded`` columns;
+    nulls ``(seg_id, win, *NULLs of each embedded column)`` over the whole window (without
+    ``seg_id`` for all traffic). ``cols`` are columns of ``s`` (the embedded texts).
     """
     part = "seg_id, win" if per_segment else "win"
     where = "seg_id >= 0" if per_segment else "TRUE"
@@ -73,8 +74,9 @@ def _sample(
         f" OR ({c} IS NOT NULL AND rk{i} <= {int(k_emb)})" for i, c in enumerate(embedded)
     )
     rows = con.execute(
-        f"SELECT seg_id, win, rn, {', '.join(cols)} FROM (SELECT *, row_number() OVER ("
-        f"PARTITION BY {part} ORDER BY h) AS rn{ranks} FROM (SELECT *, "
+        f"SELECT seg_id, win, rn, trace_id, span_id{''.join(', ' + c for c in cols)} FROM ("
+        f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY h) AS rn{ranks} FROM ("
+        f"SELECT seg_id, win, trace_id, span_id{''.join(', ' + c for c in cols)}, "
         f"hash(trace_id || ':' || span_id || ':' || {int(salt)}) AS h FROM s WHERE {where})) "
         f"WHERE rn <= {int(k_lang)}{keep}"
     ).fetchall()
@@ -85,22 +87,31 @@ def _sample(
     return rows, nulls
 
 
+#: ``(keys, columns) -> table``: the text ``columns`` of the calls in ``keys`` (``win``,
+#: ``trace_id``, ``span_id``), as :attr:`drift.callreaders.CallReader.texts` of the run
+FetchTexts = Callable[[pa.Table, Sequence[str]], pa.Table]
+
+
 def sampled_text_columns(
     con: duckdb.DuckDBPyConnection,
     config: ExtractConfig,
     segments: Segments,
     skipped: dict[str, str],
-    rng: np.random.Generator,
+    salt: int,
+    fetch_texts: FetchTexts,
 ) -> list[ColumnWindow]:
     """Language and embedding columns from samples of DuckDB table ``s``.
 
     Args:
         con: DuckDB connection holding table ``s`` (one row per call with ``seg_id``, ``win``,
-            ``trace_id``, ``span_id`` and ``input_text`` / ``output_text`` when read).
+            ``trace_id``, ``span_id``, and the texts that are embedded: every call's text is
+            needed for their null counts and first non-NULL texts).
         config: signals and sample sizes (:class:`drift.signals.ExtractConfig`).
         segments: segment id (``None`` = all traffic) → (label, keys).
         skipped: signal → reason; embedding signals are added here when the model is missing.
-        rng: salts the sample order.
+        salt: salts the sample order (drawn from the run's rng).
+        fetch_texts: reads the texts of the language sample that ``s`` does not hold (only
+            those calls' texts are read).
 
     Returns:
         ``prompt_language`` / ``output_language`` (categorical counts of ISO 639-1 codes),
@@ -110,33 +121,79 @@ def sampled_text_columns(
         whose text was not captured as nulls), per segment.
     """
     wanted = set(config.signals)
-    cols = [c for c in ("input_text", "output_text") if c in _columns(con)]
+    langs = [s for s in ("prompt_language", "output_language", "language_mismatch") if s in wanted]
+    in_s = _columns(con)
+    emb = [s for s, (c, _) in EMBEDDING_TESTS.items() if s in wanted and c in in_s]
+    embedded = list(dict.fromkeys(EMBEDDING_TESTS[s][0] for s in emb))
+    lang_cols = {c for s in langs for c in _LANGUAGE_TEXTS[s]}
+    cols = [c for c in ("input_text", "output_text") if c in lang_cols or c in embedded]
     if not cols:
         return []
-    emb = [s for s, (c, _) in EMBEDDING_TESTS.items() if s in wanted and c in cols]
-    embedded = list(dict.fromkeys(EMBEDDING_TESTS[s][0] for s in emb))
-    salt = int(rng.integers(0, 2**31))
-    rows: Rows = {}
+    present = [c for c in cols if c in in_s]
+    missing = [c for c in cols if c not in in_s]
+    sampled: list[tuple[bool, list[tuple[Any, ...]]]] = []
     nulls: Nulls = {}
     for per_segment in (True, False):
         if not per_segment and None not in segments:
             continue
-        sampled, counts = _sample(
-            con, config.text_sample, config.embedding_sample, salt, per_segment, cols, embedded
+        got, counts = _sample(
+            con, config.text_sample, config.embedding_sample, salt, per_segment, present, embedded
         )
-        for seg_id, win, rn, *texts in sampled:
-            key = (seg_id if per_segment else None, int(win))
-            rows.setdefault(key, []).append((int(rn), dict(zip(cols, texts, strict=True))))
+        sampled.append((per_segment, got))
         for row in counts:
             seg_id, win, *n = row if per_segment else (None, *row)
             nulls[(seg_id, int(win))] = dict(zip(embedded, map(int, n), strict=True))
+    fetched: dict[tuple[int, str, str], tuple[str | None, ...]] = {}
+    if missing:
+        keys = sorted(
+            {
+                (int(r[1]), r[3], r[4])
+                for _, got in sampled
+                for r in got
+                if r[2] <= config.text_sample
+            }
+        )
+        if keys:
+            w, t, sp = zip(*keys, strict=True)
+            table = fetch_texts(
+                pa.table(
+                    {
+                        "win": pa.array(w, pa.int8()),
+                        "trace_id": pa.array(t, pa.string()),
+                        "span_id": pa.array(sp, pa.string()),
+                    }
+                ),
+                missing,
+            )
+            for r in table.to_pylist():
+                fetched[(int(r["win"]), r["trace_id"], r["span_id"])] = tuple(r[c] for c in missing)
+    rows: Rows = {}
+    none = (None,) * len(missing)
+    for per_segment, got in sampled:
+        for seg_id, win, rn, trace_id, span_id, *texts in got:
+            key = (seg_id if per_segment else None, int(win))
+            values = dict(zip(present, texts, strict=True))
+            extra = (
+                fetched.get((int(win), trace_id, span_id), none)
+                if rn <= config.text_sample
+                else none
+            )
+            values.update(zip(missing, extra, strict=True))
+            rows.setdefault(key, []).append((int(rn), values))
     out: list[ColumnWindow] = []
-    langs = [s for s in ("prompt_language", "output_language", "language_mismatch") if s in wanted]
     if langs:
         out += _language_columns(rows, segments, langs, config.text_sample)
     if emb:
         out += _embedding_columns(rows, nulls, segments, emb, config, skipped)
     return out
+
+
+#: language signal → the texts it identifies
+_LANGUAGE_TEXTS: dict[str, tuple[str, ...]] = {
+    "prompt_language": ("input_text",),
+    "output_language": ("output_text",),
+    "language_mismatch": ("input_text", "output_text"),
+}
 
 
 def _columns(con: duckdb.DuckDBPyConnection) -> set[str]:

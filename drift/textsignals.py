@@ -25,49 +25,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from collector.lake import textfeatures
+
 if TYPE_CHECKING:
     from py3langid.langid import LanguageIdentifier
 
-# Refusal / apology openings. Base list: the GCG "test_prefixes" (Zou et al. 2023, "Universal
-# and Transferable Adversarial Attacks on Aligned Language Models", llm-attacks/llm-attacks
-# demo.ipynb), widely reused as a refusal heuristic; lower-cased, curly apostrophes folded,
-# and the overly broad "I do not" / "unethical" entries dropped because they match ordinary
-# answers ("I do not recommend ...", "... is considered unethical by ...").
-REFUSAL_MARKERS: tuple[str, ...] = (
-    "i'm sorry",
-    "i am sorry",
-    "sorry, but",
-    "sorry, i",
-    "i apologize",
-    "my apologies",
-    "as an ai",
-    "as a language model",
-    "as an assistant",
-    "i cannot",
-    "i can't",
-    "i can not",
-    "i'm not able to",
-    "i am not able to",
-    "i'm unable to",
-    "i am unable to",
-    "i won't be able to",
-    "i will not",
-    "i won't",
-    "but i cannot",
-    "if you have any other non-malicious requests",
-    "is illegal and unethical",
-    "i'm not allowed to",
-    "i must decline",
-    "i must refuse",
-)
-# Verbs/objects that make an "I cannot ..." opening a refusal of the request rather than a
-# statement in an answer ("I cannot stress enough ..."). Applied to the first-person markers.
-_REQUEST_WORDS = re.compile(
-    r"\b(help|assist|provide|comply|fulfil|fulfill|create|generate|write|support|share|answer|"
-    r"do that|do this|engage|give|offer|disclose|continue|participate|complete|process)\b"
-)
-_FIRST_PERSON = ("i cannot", "i can't", "i can not", "i will not", "i won't", "but i cannot")
-REFUSAL_WINDOW_CHARS = 200
+# Refusal / apology openings, request verbs and the searched opening: one definition, in the
+# lake's text features (:mod:`collector.lake.textfeatures`, whose DuckDB expression sealing
+# evaluates); this module applies the same rule to one string.
+REFUSAL_MARKERS = textfeatures.REFUSAL_MARKERS
+_REQUEST_WORDS = textfeatures.REQUEST_WORDS
+_FIRST_PERSON = textfeatures.FIRST_PERSON
+REFUSAL_WINDOW_CHARS = textfeatures.REFUSAL_WINDOW_CHARS
 _LETTERS = re.compile(r"[^\W\d_]", re.UNICODE)
 
 

@@ -43,6 +43,9 @@ DATA_FILE = "data.parquet"
 SEALED_COLUMNS: tuple[str, ...] = tuple(c for c in CALL_COLUMNS if c != "tenant")
 #: derived 0/1 indicators stored beside them (definitions: :mod:`collector.store.callstats`)
 DERIVED_COLUMNS: tuple[str, ...] = ("is_error", "is_rejected", "is_unpriced")
+#: per-call text features stored beside them, bool, NULL without captured answer text
+#: (definitions and digest: :mod:`collector.lake.textfeatures`)
+FEATURE_COLUMNS: tuple[str, ...] = ("refusal", "empty_output")
 SORT_KEYS: tuple[str, ...] = ("model", "variant", "start_unix_nano")
 COMPRESSION = "zstd"
 _CALLS = cast(Table, LLMCall.__table__)
@@ -72,10 +75,12 @@ def default_lake_url(database_url: str) -> str:
 
 
 def calls_schema() -> pa.Schema:
-    """Arrow schema of a sealed calls file (JSON columns as their JSON text: schema v1; the
+    """Arrow schema of a sealed calls file: the sealed, derived and feature columns in that
+    order (JSON columns as their JSON text: schema v1; the
     export's ``list<string>`` for ``finish_reasons``/``flags`` would be a retype, i.e. v2)."""
     fields = arrowfetch.column_schema(_CALLS, SEALED_COLUMNS)
     fields += [pa.field(n, pa.int64()) for n in DERIVED_COLUMNS]
+    fields += [pa.field(n, pa.bool_()) for n in FEATURE_COLUMNS]
     return pa.schema(fields)
 
 

@@ -2,8 +2,10 @@
 
 An hour ``[h, h + 1 h)`` of a tenant is *closed* once ``h + 1 h + delay`` has passed. Sealing it
 reads its calls from the store (every ``llm_calls`` column but ``tenant``, plus the derived
-indicators), sorts them by ``model, variant, start_unix_nano``, writes one zstd Parquet file,
-its summary rows (:mod:`collector.lake.summary`) and its exact rollup rows
+indicators), computes the per-call text features from the answer text
+(:mod:`collector.lake.textfeatures`: refusal, empty output; the file's metadata records the
+definitions' digest), sorts them by ``model, variant, start_unix_nano``, writes one zstd
+Parquet file, its summary rows (:mod:`collector.lake.summary`) and its exact rollup rows
 (:mod:`collector.lake.rollup`) into their month files, each to a temporary name then renamed over
 the previous version, and finally records the hour and its *fingerprint* in the manifest.
 
@@ -30,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from collector.lake import manifest
+from collector.lake import manifest, textfeatures
 from collector.lake.layout import (
     COMPRESSION,
     DERIVED_COLUMNS,
@@ -116,8 +118,11 @@ def seal_hour(
     caller saves the manifest). Raises ValueError for a bad ``database_url``."""
     names = [*SEALED_COLUMNS, *DERIVED_COLUMNS]
     calls = analytics.fetch_windows(database_url, tenant, names, [(hour_ns, hour_ns + HOUR_NS)], {})
+    calls = textfeatures.compute(calls, con)
     calls = calls.sort_by([(k, "ascending") for k in SORT_KEYS])
-    calls = calls.cast(calls_schema())
+    calls = calls.cast(calls_schema()).replace_schema_metadata(
+        {textfeatures.METADATA_KEY: textfeatures.DIGEST}
+    )
     _write_parquet(lake, lake.data_path("calls", tenant, hour_ns), calls)
     replace_summaries(lake, tenant, {hour_ns}, summarize(calls, con))
     replace_month(lake, "rollups", tenant, {hour_ns}, rollup(calls, con))

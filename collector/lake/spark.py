@@ -2,9 +2,9 @@
 
 For teams whose history outgrows one machine: Spark reads the documented layout
 (``docs/lake.md``) directly, so :func:`call_stats` and :func:`numeric_signal` need nothing from
-the store; :func:`read_windows` (the ``--engine spark`` drift run) reads the sealed hours on
-Spark and only the unsealed hot tail from the store. ``pyspark`` is the optional extra
-``driftline[spark]``; it is imported by the caller, never here at import time.
+the store; :func:`read_windows` and :func:`read_texts` (the ``--engine spark`` drift run) read
+the sealed hours on Spark and only the unsealed hot tail from the store. ``pyspark`` is the
+optional extra ``driftline[spark]``; it is imported by the caller, never here at import time.
 
 Percentiles use Spark's exact ``percentile`` (linear interpolation between order statistics,
 Hyndman & Fan type 7), the definition DuckDB's ``quantile_cont`` and numpy use, so the answers
@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-from collector.lake import manifest, query
-from collector.lake.layout import SCHEMA_VERSION, Lake, open_lake, quote_tenant
+from collector.lake import manifest, query, textfeatures
+from collector.lake.layout import FEATURE_COLUMNS, SCHEMA_VERSION, Lake, open_lake, quote_tenant
 from collector.store import analytics, arrowfetch
 
 #: group keys Spark answers (a subset of :data:`collector.store.callstats.GROUP_KEYS`)
@@ -144,14 +145,18 @@ def read_windows(
     windows: Sequence[tuple[int, int]],
     columns: Sequence[str],
 ) -> pa.Table:
-    """:func:`collector.lake.query.read_windows` with the sealed part on Spark: the contract
-    (columns and types as read from the store, plus ``int8`` ``win`` = the window's index; rows
-    in no particular order) and the exactly-once split are the same.
+    """:func:`collector.lake.textfeatures.read_windows` with the sealed part on Spark: the
+    contract (columns and types as read from the store, the text features ``refusal`` /
+    ``empty_output`` as bool, plus ``int8`` ``win`` = the window's index; rows in no particular
+    order) and the exactly-once split are the same.
 
     For every window, the sealed hours it overlaps (those the tenant's manifest lists) are
     read by one Spark job over exactly those hour files (``start_unix_nano`` filter pushed into
     the Parquet scan, columns projected, the window index assigned on Spark) and collected as
-    Arrow; the rest of each window (hours not sealed yet) is read from the store.
+    Arrow; the rest of each window (hours not sealed yet) is read from the store. The text
+    features are read as sealed from files sealed with the running definitions; for older
+    files (and the hot tail) the answer text is read and the features computed by driftline
+    (:func:`collector.lake.textfeatures.compute`, DuckDB), as for the default engine.
 
     Args:
         spark: a ``pyspark.sql.SparkSession`` (pyspark >= 4.0, for ``DataFrame.toArrow``)
@@ -159,42 +164,106 @@ def read_windows(
             own filesystem configuration, e.g. ``s3a``).
         database_url: the store, for the hot tail.
         lake: the lake; windows: ``[(since_ns, until_ns), ...]`` half-open, unix ns.
-        columns: ``llm_calls`` columns (not ``tenant``).
+        columns: ``llm_calls`` columns (not ``tenant``) and text features.
 
     Raises:
         ValueError: an unknown column, ``tenant`` among the columns, or ``until_ns < since_ns``.
     """
     names = list(columns)
-    unknown = [n for n in names if n not in analytics.CALLS.c or n == "tenant"]
+    plain = [n for n in names if n not in FEATURE_COLUMNS]
+    feats = [n for n in names if n in FEATURE_COLUMNS]
+    unknown = [n for n in plain if n not in analytics.CALLS.c or n == "tenant"]
     if unknown or not names:
         raise ValueError(f"columns: need llm_calls columns other than tenant, got {unknown}")
     for lo, hi in windows:
         analytics.validate_range(lo, hi)
-    schema = analytics.call_schema(names)
+    out_schema = textfeatures.read_windows_schema(names)
     hours = list(manifest.load(lake, tenant).hours)
-    frames = []
+    fresh_frames: list[Any] = []  # sealed with the running definitions: features as stored
+    stale_frames: list[Any] = []  # the rest: the answer text, features computed below
     tails = []
     for i, (lo, hi) in enumerate(windows):
         sealed = query.overlapping(hours, lo, hi)
-        if sealed:
-            paths = [lake.reader_path(lake.data_path("calls", tenant, h)) for h in sealed]
-            frames.append(
-                spark.read.parquet(*paths)
-                .where(f"start_unix_nano >= {int(lo)} AND start_unix_nano < {int(hi)}")
-                .selectExpr(*(f"`{n}`" for n in names), f"CAST({i} AS TINYINT) AS win")
-            )
+        paths = [lake.data_path("calls", tenant, h) for h in sealed]
+        new = [p for p in paths if not feats or textfeatures.fresh(lake, p)]
+        old = [p for p in paths if p not in new]
+        for group, cols, frames in (
+            (new, names, fresh_frames),
+            (old, textfeatures.store_names(names), stale_frames),
+        ):
+            if group:
+                frames.append(
+                    spark.read.parquet(*(lake.reader_path(p) for p in group))
+                    .where(f"start_unix_nano >= {int(lo)} AND start_unix_nano < {int(hi)}")
+                    .selectExpr(*(f"`{n}`" for n in cols), f"CAST({i} AS TINYINT) AS win")
+                )
         rest = query.complement(lo, hi, sealed)
         if rest:
-            tail = analytics.fetch_windows(database_url, tenant, names, rest, {})
+            tail = analytics.fetch_windows(
+                database_url, tenant, textfeatures.store_names(names), rest, {}
+            )
+            tail = textfeatures.tail_with_features(tail, names)
             win = pa.array(np.full(tail.num_rows, i, dtype=np.int8))
-            tails.append(tail.append_column("win", win))
-    out_schema = schema.append(pa.field("win", pa.int8()))
+            tails.append(arrowfetch.conform(tail.append_column("win", win), out_schema))
     parts = list(tails)
-    if frames:
+    for frames, computed in ((stale_frames, True), (fresh_frames, False)):
+        if not frames:
+            continue
         df = frames[0]
         for f in frames[1:]:
             df = df.unionByName(f)
-        parts.insert(0, arrowfetch.conform(df.toArrow().select([*names, "win"]), out_schema))
+        t = df.toArrow()
+        if computed and feats:
+            t = textfeatures.compute(t)
+        parts.insert(0, arrowfetch.conform(t.select([*names, "win"]), out_schema))
+    if not parts:
+        return out_schema.empty_table()
+    return pa.concat_tables(parts)
+
+
+def read_texts(
+    spark: Any,
+    database_url: str,
+    lake: Lake,
+    tenant: str,
+    windows: Sequence[tuple[int, int]],
+    keys: pa.Table,
+    columns: Sequence[str],
+) -> pa.Table:
+    """:func:`collector.lake.textfeatures.read_texts` with the sealed part on Spark: the text
+    ``columns`` of the calls named in ``keys`` (a left-semi join of each window's sealed hour
+    files with the keys on ``trace_id, span_id``), the hot tail's from the store.
+
+    Raises:
+        ValueError: a column that is not a text column.
+    """
+    cols = list(columns)
+    if not cols or any(c not in ("input_text", "output_text") for c in cols):
+        raise ValueError(f"columns: input_text / output_text, got {cols}")
+    keys = keys.select(["win", "trace_id", "span_id"]).cast(textfeatures.KEYS_SCHEMA)
+    out_schema = textfeatures.texts_schema(cols)
+    hours = list(manifest.load(lake, tenant).hours)
+    parts = []
+    for i, (lo, hi) in enumerate(windows):
+        mine = keys.filter(pc.equal(keys.column("win"), i))
+        if mine.num_rows == 0:
+            continue
+        sealed = query.overlapping(hours, lo, hi)
+        if sealed:
+            paths = [lake.reader_path(lake.data_path("calls", tenant, h)) for h in sealed]
+            wanted = spark.createDataFrame(mine.select(["trace_id", "span_id"]))
+            df = (
+                spark.read.parquet(*paths)
+                .where(f"start_unix_nano >= {int(lo)} AND start_unix_nano < {int(hi)}")
+                .join(wanted.hint("broadcast"), on=["trace_id", "span_id"], how="left_semi")
+                .selectExpr(f"CAST({i} AS TINYINT) AS win", "trace_id", "span_id", *cols)
+            )
+            parts.append(arrowfetch.conform(df.toArrow(), out_schema))
+        rest = query.complement(lo, hi, sealed)
+        if rest:
+            parts.append(
+                textfeatures.tail_texts(database_url, tenant, i, rest, mine, cols, out_schema)
+            )
     if not parts:
         return out_schema.empty_table()
     return pa.concat_tables(parts)

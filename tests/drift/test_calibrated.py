@@ -155,3 +155,21 @@ def test_drift_simulate_cli_prints_result_lines() -> None:
     assert "RESULT false_alarm_rate.ttft_s=" in out.output
     bad = CliRunner().invoke(drift, ["simulate", "--scenario", "nope"])
     assert bad.exit_code == 2 and "nope" in bad.output
+
+
+def test_average_ranks_equal_scipy_rankdata_exactly() -> None:
+    from scipy import stats
+
+    from drift.calibrated import average_ranks
+
+    rng = np.random.default_rng(5)
+    for x in (
+        rng.normal(size=5000),
+        rng.integers(0, 20, 5000).astype(np.float64),  # heavy ties
+        np.round(rng.gamma(2.0, 1.0, 5000), 2),
+        np.array([3.0]),
+        np.array([1.0, 1.0, 1.0]),
+    ):
+        got = average_ranks(x)
+        assert got.dtype == np.float64
+        assert np.array_equal(got, stats.rankdata(x))

@@ -1,0 +1,340 @@
+"""Per-call text features sealed beside the calls, and the reads of a drift run that use them.
+
+A drift run tests two proportions computed from every call's answer text: ``refusal`` (the
+refusal heuristic, :func:`drift.textsignals.is_refusal`) and ``empty_output`` (blank answer).
+Evaluating them means scanning every captured answer (a regular expression over 1 M answers
+took half of a drift run's time), so sealing computes them once per call and stores them as
+two boolean columns of the ``calls`` files (``docs/lake.md``); a drift run then reads two
+booleans per sealed call instead of its text.
+
+Definitions: :func:`refusal_sql` and :func:`empty_output_sql` are DuckDB expressions over the
+answer text, NULL when the text is NULL (not captured). Sealing evaluates exactly these
+expressions, and every file records the digest of the definitions it was sealed with
+(:data:`DIGEST` under the Parquet key-value metadata key :data:`METADATA_KEY`). A read uses a
+file's stored columns only when its digest equals the running version's; files sealed before
+the columns existed, or under other marker lists, are evaluated from their text as before, and
+the store's unsealed hot tail always is. So an upgrade never changes an answer.
+
+The refusal marker lists live here (the lake is below drift in the layering) and
+:mod:`drift.textsignals` implements the same rule in Python from them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from collector.lake import manifest, query
+from collector.lake.layout import FEATURE_COLUMNS, Lake
+from collector.store import analytics, arrowfetch
+from collector.store.arrowfetch import FETCH_SLICES
+
+# Refusal / apology openings. Base list: the GCG "test_prefixes" (Zou et al. 2023, "Universal
+# and Transferable Adversarial Attacks on Aligned Language Models", llm-attacks/llm-attacks
+# demo.ipynb), widely reused as a refusal heuristic; lower-cased, curly apostrophes folded,
+# and the overly broad "I do not" / "unethical" entries dropped because they match ordinary
+# answers ("I do not recommend ...", "... is considered unethical by ...").
+REFUSAL_MARKERS: tuple[str, ...] = (
+    "i'm sorry",
+    "i am sorry",
+    "sorry, but",
+    "sorry, i",
+    "i apologize",
+    "my apologies",
+    "as an ai",
+    "as a language model",
+    "as an assistant",
+    "i cannot",
+    "i can't",
+    "i can not",
+    "i'm not able to",
+    "i am not able to",
+    "i'm unable to",
+    "i am unable to",
+    "i won't be able to",
+    "i will not",
+    "i won't",
+    "but i cannot",
+    "if you have any other non-malicious requests",
+    "is illegal and unethical",
+    "i'm not allowed to",
+    "i must decline",
+    "i must refuse",
+)
+# Verbs/objects that make an "I cannot ..." opening a refusal of the request rather than a
+# statement in an answer ("I cannot stress enough ..."). Applied to the first-person markers.
+REQUEST_WORDS = re.compile(
+    r"\b(help|assist|provide|comply|fulfil|fulfill|create|generate|write|support|share|answer|"
+    r"do that|do this|engage|give|offer|disclose|continue|participate|complete|process)\b"
+)
+FIRST_PERSON = ("i cannot", "i can't", "i can not", "i will not", "i won't", "but i cannot")
+#: characters of the answer's opening searched for a marker
+REFUSAL_WINDOW_CHARS = 200
+_WHITESPACE = " \t\n\r\x0b\x0c"
+
+#: Parquet key-value metadata key holding the digest of the definitions a file was sealed with
+METADATA_KEY = b"driftline.text_features"
+
+
+def _sql_regex(alternatives: Sequence[str]) -> str:
+    """An RE2 alternation matching any of the literal strings."""
+    return "(" + "|".join(re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", a) for a in alternatives) + ")"
+
+
+def refusal_sql(text_column: str) -> str:
+    """DuckDB expression equal to :func:`drift.textsignals.is_refusal` on ``text_column``.
+
+    Generated from the marker lists above, so the two cannot diverge: strip whitespace, fold
+    curly apostrophes, lower-case, keep the first :data:`REFUSAL_WINDOW_CHARS` characters; a
+    refusal when a non-first-person marker occurs there, or a first-person one together with a
+    request verb. NULL text gives NULL.
+    """
+    opening = (
+        f"substr(lower(replace(replace(trim({text_column}, '{_WHITESPACE}'), "
+        f"'\u2019', ''''), '\u2018', '''')), 1, {REFUSAL_WINDOW_CHARS})"
+    )
+    plain = [m for m in REFUSAL_MARKERS if m not in FIRST_PERSON]
+    first = [m for m in REFUSAL_MARKERS if m in FIRST_PERSON]
+
+    def lit(rx: str) -> str:
+        return "'" + rx.replace("'", "''") + "'"
+
+    return (
+        f"CASE WHEN {text_column} IS NULL THEN NULL ELSE "
+        f"(regexp_matches({opening}, {lit(_sql_regex(plain))}) OR "
+        f"(regexp_matches({opening}, {lit(_sql_regex(first))}) AND "
+        f"regexp_matches({opening}, {lit(REQUEST_WORDS.pattern)}))) END"
+    )
+
+
+def empty_output_sql(text_column: str) -> str:
+    """DuckDB expression: the text is empty or ASCII whitespace only; NULL text gives NULL."""
+    return (
+        f"CASE WHEN {text_column} IS NULL THEN NULL "
+        f"ELSE trim({text_column}, '{_WHITESPACE}') = '' END"
+    )
+
+
+def feature_sql(name: str, text_column: str = "output_text") -> str:
+    """The DuckDB expression of feature ``name`` (one of :data:`FEATURE_COLUMNS`)."""
+    return {"refusal": refusal_sql, "empty_output": empty_output_sql}[name](text_column)
+
+
+#: digest of the definitions (changes whenever a marker list or an expression changes)
+DIGEST: bytes = (
+    hashlib.sha256("\n".join(feature_sql(n) for n in FEATURE_COLUMNS).encode())
+    .hexdigest()[:16]
+    .encode()
+)
+
+
+def compute(table: pa.Table, con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
+    """``table`` (with an ``output_text`` column) plus the :data:`FEATURE_COLUMNS` (bool),
+    rows in the same order."""
+    own = con is None
+    c = duckdb.connect() if con is None else con
+    try:
+        c.register("_tf_in", table.select(["output_text"]))
+        sql = ", ".join(f"{feature_sql(n)} AS {n}" for n in FEATURE_COLUMNS)
+        feats = c.sql(f"SELECT {sql} FROM _tf_in").to_arrow_table()
+        c.unregister("_tf_in")
+    finally:
+        if own:
+            c.close()
+    for n in FEATURE_COLUMNS:
+        table = table.append_column(pa.field(n, pa.bool_()), feats.column(n).cast(pa.bool_()))
+    return table
+
+
+def fresh(lake: Lake, path: str) -> bool:
+    """Whether the sealed file at ``path`` holds the feature columns of the running definitions
+    (one footer read)."""
+    with lake.fs.open(path, "rb") as fh:
+        meta = pq.read_metadata(fh).metadata or {}
+    return meta.get(METADATA_KEY) == DIGEST
+
+
+def _schema(names: Sequence[str]) -> pa.Schema:
+    plain = [n for n in names if n not in FEATURE_COLUMNS]
+    by_name = {f.name: f for f in analytics.call_schema(plain)}
+    return pa.schema([by_name.get(n, pa.field(n, pa.bool_())) for n in names])
+
+
+def read_windows_schema(names: Sequence[str]) -> pa.Schema:
+    """Arrow schema of :func:`read_windows` of ``names``: ``names`` as read, then ``win``."""
+    return _schema(names).append(pa.field("win", pa.int8()))
+
+
+def _check(names: Sequence[str]) -> None:
+    plain = [n for n in names if n not in FEATURE_COLUMNS]
+    unknown = [n for n in plain if n not in analytics.CALLS.c or n == "tenant"]
+    if unknown or not names:
+        raise ValueError(f"columns: need llm_calls columns other than tenant, got {unknown}")
+
+
+def tail_with_features(table: pa.Table, names: Sequence[str]) -> pa.Table:
+    """``names`` of ``table`` (store rows read with ``output_text`` when a feature is asked
+    for), the features computed from the text."""
+    if any(n in FEATURE_COLUMNS for n in names):
+        table = compute(table)
+    return table.select(list(names))
+
+
+def store_names(names: Sequence[str]) -> list[str]:
+    """The store columns to read for ``names``: features replaced by ``output_text``."""
+    plain = [n for n in names if n not in FEATURE_COLUMNS]
+    if len(plain) < len(names) and "output_text" not in plain:
+        plain.append("output_text")
+    return plain
+
+
+def read_windows(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    windows: Sequence[tuple[int, int]],
+    columns: Sequence[str],
+) -> pa.Table:
+    """:func:`collector.lake.query.read_windows` (sealed hours from the lake, the hot tail from
+    the store, each call once, plus ``int8`` ``win``) where ``columns`` may also name
+    :data:`FEATURE_COLUMNS` (bool, NULL without captured text): read from the sealed files that
+    hold them under the running definitions, computed from ``output_text`` elsewhere.
+
+    Raises:
+        ValueError: an unknown column, ``tenant`` among them, or ``until_ns < since_ns``.
+    """
+    names = list(columns)
+    _check(names)
+    for lo, hi in windows:
+        analytics.validate_range(lo, hi)
+    schema = _schema(names)
+    feats = [n for n in names if n in FEATURE_COLUMNS]
+    plain = [n for n in names if n not in FEATURE_COLUMNS]
+    hours = list(manifest.load(lake, tenant).hours) if lake is not None else []
+    parts = []
+    for i, (lo, hi) in enumerate(windows):
+        sealed = query.overlapping(hours, lo, hi)
+        pieces = []
+        if sealed and lake is not None:
+            paths = [lake.data_path("calls", tenant, h) for h in sealed]
+            new = [p for p in paths if not feats or fresh(lake, p)]
+            old = [p for p in paths if p not in new]
+            where = "start_unix_nano >= ? AND start_unix_nano < ?"
+            cols = ", ".join(f'"{n}"' for n in plain)
+            for group, exprs in ((new, feats), (old, [f"{feature_sql(n)} AS {n}" for n in feats])):
+                if group:
+                    sel = ", ".join(x for x in (cols, ", ".join(exprs)) if x)
+                    t = query.read_files(lake, group, sel, where=where, params=[lo, hi])
+                    pieces.append(arrowfetch.conform(t.select(names), schema))
+            rest = query.complement(lo, hi, sealed)
+            if rest:
+                tail = analytics.fetch_windows(database_url, tenant, store_names(names), rest, {})
+                pieces.append(arrowfetch.conform(tail_with_features(tail, names), schema))
+        else:
+            tail = analytics.fetch_sliced(
+                database_url, tenant, store_names(names), lo, hi, {}, FETCH_SLICES
+            )
+            pieces.append(arrowfetch.conform(tail_with_features(tail, names), schema))
+        t = pa.concat_tables(pieces)
+        parts.append(t.append_column("win", pa.array(np.full(t.num_rows, i, dtype=np.int8))))
+    if not parts:
+        return schema.append(pa.field("win", pa.int8())).empty_table()
+    return pa.concat_tables(parts)
+
+
+#: schema of the sample keys a text read looks up
+KEYS_SCHEMA = pa.schema([("win", pa.int8()), ("trace_id", pa.string()), ("span_id", pa.string())])
+
+
+def texts_schema(columns: Sequence[str]) -> pa.Schema:
+    """Arrow schema of :func:`read_texts` of ``columns``."""
+    return pa.schema([*KEYS_SCHEMA, *(pa.field(c, pa.string()) for c in columns)])
+
+
+def _key_filter(i: int, columns: Sequence[str]) -> tuple[str, str]:
+    """(select list, semi-join condition on the table ``_tf_keys``) of window ``i``'s texts."""
+    sel = f"CAST({i} AS TINYINT) AS win, trace_id, span_id, " + ", ".join(columns)
+    return sel, "(trace_id, span_id) IN (SELECT (trace_id, span_id) FROM _tf_keys)"
+
+
+def tail_texts(
+    database_url: str,
+    tenant: str,
+    i: int,
+    rest: Sequence[arrowfetch.Window],
+    keys: pa.Table,
+    columns: Sequence[str],
+    schema: pa.Schema,
+) -> pa.Table:
+    """Texts of the calls in ``keys`` read from the store's windows ``rest`` of window ``i``."""
+    tail = analytics.fetch_windows(
+        database_url, tenant, ["trace_id", "span_id", *columns], rest, {}
+    )
+    sel, cond = _key_filter(i, columns)
+    con = duckdb.connect()
+    try:
+        con.register("_tf_tail", tail)
+        con.register("_tf_keys", keys)
+        t = con.sql(f"SELECT {sel} FROM _tf_tail WHERE {cond}").to_arrow_table()
+    finally:
+        con.close()
+    return arrowfetch.conform(t, schema)
+
+
+def read_texts(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    windows: Sequence[tuple[int, int]],
+    keys: pa.Table,
+    columns: Sequence[str],
+) -> pa.Table:
+    """The text ``columns`` (``input_text`` / ``output_text``) of the calls named in ``keys``
+    (``win``, ``trace_id``, ``span_id``; :data:`KEYS_SCHEMA`), each call read where
+    :func:`read_windows` reads it: a drift run's text sample without reading every text into
+    memory (sealed hours: a DuckDB semi-join inside the Parquet scan).
+
+    Returns:
+        ``win``, ``trace_id``, ``span_id``, ``columns`` (:func:`texts_schema`): one row per key
+        found, in no particular order.
+
+    Raises:
+        ValueError: a column that is not a text column.
+    """
+    cols = list(columns)
+    if not cols or any(c not in ("input_text", "output_text") for c in cols):
+        raise ValueError(f"columns: input_text / output_text, got {cols}")
+    keys = keys.select(["win", "trace_id", "span_id"]).cast(KEYS_SCHEMA)
+    schema = texts_schema(cols)
+    hours = list(manifest.load(lake, tenant).hours) if lake is not None else []
+    parts = []
+    for i, (lo, hi) in enumerate(windows):
+        mine = keys.filter(pc.equal(keys.column("win"), i))
+        if mine.num_rows == 0:
+            continue
+        sealed = query.overlapping(hours, lo, hi) if lake is not None else []
+        if sealed and lake is not None:
+            sel, cond = _key_filter(i, cols)
+            paths = [lake.data_path("calls", tenant, h) for h in sealed]
+            t = query.read_files(
+                lake,
+                paths,
+                sel,
+                where=f"start_unix_nano >= ? AND start_unix_nano < ? AND {cond}",
+                params=[lo, hi],
+                tables={"_tf_keys": mine},
+            )
+            parts.append(arrowfetch.conform(t, schema))
+        rest = query.complement(lo, hi, sealed)
+        if rest:
+            parts.append(tail_texts(database_url, tenant, i, rest, mine, cols, schema))
+    if not parts:
+        return schema.empty_table()
+    return pa.concat_tables(parts)
