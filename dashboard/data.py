@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import pandas as pd
+import pyarrow.compute as pc
 import streamlit as st
 from sqlalchemy import Engine, inspect
 from sqlalchemy.orm import Session
@@ -74,37 +75,72 @@ def lake(database_url: str) -> Lake | None:
     return lake_jobs.lake_of(load_settings(database_url=database_url))
 
 
+#: the string columns of a call frame with few distinct values: read as pandas categoricals
+#: (one Python string per distinct value, not one per call)
+_LOW_CARDINALITY = (
+    "service_name",
+    "operation",
+    "model",
+    "rollout",
+    "variant",
+    "status",
+    "error_type",
+    "finish_reason",
+)
+
+
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def calls(
-    database_url: str, tenant: str, since_ns: int, until_ns: int, filters: Filters = ()
+    database_url: str,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    filters: Filters = (),
+    columns: tuple[str, ...] = queries.CHART_COLUMNS,
 ) -> pd.DataFrame:
-    """Metric columns of the calls started in ``[since_ns, until_ns)`` (one row per call,
-    newest first).
+    """``start_unix_nano`` and ``columns`` (of :data:`dashboard.queries.CALL_METRIC_COLUMNS`
+    plus the derived ``is_unpriced``) of the calls started in ``[since_ns, until_ns)``, one
+    row per call, newest first.
 
     Read through the lake's query layer (:func:`collector.lake.query.fetch_calls`: sealed hours
     from Parquet, the rest from the store, Arrow throughout), the same read path as the API's
-    stats and drift runs. Token counts are nullable floats (``Float64``), flags lists.
+    stats and drift runs. Token counts are nullable floats (``Float64``), flags lists,
+    ``is_unpriced`` 0/1; low-cardinality text columns (model, variant, status, ...) are
+    categoricals (missing values stay missing).
+
+    Raises:
+        ValueError: an unknown filter or column, or an empty range.
     """
     flt = dict(filters)
     unknown = [k for k in flt if k not in queries.FILTER_COLUMNS]
     if unknown:
         raise ValueError(f"filters: unknown column {unknown[0]!r}")
+    bad = [c for c in columns if c not in queries.CALL_METRIC_COLUMNS and c != "is_unpriced"]
+    if bad:
+        raise ValueError(f"columns: unknown column {bad[0]!r}")
     if until_ns <= since_ns:
         raise ValueError(f"empty range: until_ns ({until_ns}) <= since_ns ({since_ns})")
+    names = list(dict.fromkeys(["start_unix_nano", *columns]))
     table = lake_query.fetch_calls(
         database_url,
         lake(database_url),
         tenant,
         since_ns=since_ns,
         until_ns=until_ns,
-        columns=list(queries.CALL_METRIC_COLUMNS),
+        columns=names,
         filters=flt,
     )
     table = table.sort_by([("start_unix_nano", "descending")])
+    for c in _LOW_CARDINALITY:
+        if c in names:
+            i = table.schema.get_field_index(c)
+            table = table.set_column(i, c, pc.dictionary_encode(table.column(c)))
     df = table.to_pandas()
-    df["flags"] = df["flags"].map(_flags)
+    if "flags" in df:
+        df["flags"] = df["flags"].map(_flags)
     for c in ("input_tokens", "output_tokens", "cached_input_tokens"):
-        df[c] = df[c].astype("Float64")
+        if c in df:
+            df[c] = df[c].astype("Float64")
     df["start_unix_nano"] = df["start_unix_nano"].astype("int64")
     return df
 
@@ -172,11 +208,12 @@ def feedback(database_url: str, tenant: str, since_ns: int, until_ns: int) -> pd
 def feedback_rates(
     database_url: str, tenant: str, since_ns: int, until_ns: int, by: str = "variant"
 ) -> pd.DataFrame:
-    """Feedback events per 100 calls by ``by`` and kind."""
+    """Feedback events per 100 calls by ``by`` and kind (calls' ``trace_id`` read only when
+    there is feedback to attribute)."""
+    events = feedback(database_url, tenant, since_ns, until_ns)
+    columns = (by,) if events.empty else ("trace_id", by)
     return stats.feedback_rates(
-        calls(database_url, tenant, since_ns, until_ns),
-        feedback(database_url, tenant, since_ns, until_ns),
-        by,
+        calls(database_url, tenant, since_ns, until_ns, columns=columns), events, by
     )
 
 
