@@ -31,6 +31,10 @@ from collector.store.engine import make_engine
 from dashboard import queries, stats
 
 CACHE_TTL_S = 15
+#: :func:`call_page` looks in this last part of the range first (unix ns: one hour)
+CALL_PAGE_FIRST_WINDOW_NS = 3600 * 10**9
+#: call frames kept at once (:func:`calls`; a month of a busy tenant is ~100 MB each)
+CALL_FRAMES_KEPT = 8
 Filters = tuple[tuple[str, str], ...]
 
 
@@ -89,7 +93,9 @@ _LOW_CARDINALITY = (
 )
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+#: a resource cache, not a data cache: a data cache pickles the frame into the cache and
+#: unpickles a copy on every hit (seconds at a million calls); callers must not mutate it
+@st.cache_resource(ttl=CACHE_TTL_S, max_entries=CALL_FRAMES_KEPT, show_spinner=False)
 def calls(
     database_url: str,
     tenant: str,
@@ -100,7 +106,9 @@ def calls(
 ) -> pd.DataFrame:
     """``start_unix_nano`` and ``columns`` (of :data:`dashboard.queries.CALL_METRIC_COLUMNS`
     plus the derived ``is_unpriced``) of the calls started in ``[since_ns, until_ns)``, one
-    row per call, newest first.
+    row per call: newest first when ``trace_id`` is among ``columns``, else in no particular
+    order (sorting a million calls costs most of a second). The frame is shared by every
+    caller (read only).
 
     Read through the lake's query layer (:func:`collector.lake.query.fetch_calls`: sealed hours
     from Parquet, the rest from the store, Arrow throughout), the same read path as the API's
@@ -130,7 +138,8 @@ def calls(
         columns=names,
         filters=flt,
     )
-    table = table.sort_by([("start_unix_nano", "descending")])
+    if "trace_id" in names:  # only per-trace reads care which call comes first
+        table = table.sort_by([("start_unix_nano", "descending")])
     for c in _LOW_CARDINALITY:
         if c in names:
             i = table.schema.get_field_index(c)
@@ -221,12 +230,23 @@ def feedback_rates(
 def call_page(
     database_url: str, tenant: str, since_ns: int, until_ns: int, filters: Filters, limit: int
 ) -> list[dict[str, Any]]:
-    """Newest ``limit`` calls matching ``filters`` (keys of ``CallFilter``), as call records."""
+    """Newest ``limit`` calls matching ``filters`` (keys of ``CallFilter``), as call records.
+
+    Looked for in the last :data:`CALL_PAGE_FIRST_WINDOW_NS` of the range first, widened 8x
+    until ``limit`` calls are found or the whole range was read: the newest ``limit`` calls of
+    a suffix ``[lo, until_ns)`` that holds at least ``limit`` are the newest of the range (the
+    store sorts every matching call before its limit, so a month-long range costs seconds).
+    """
     extra: dict[str, Any] = dict(filters)  # string-valued CallFilter fields
-    flt = store_queries.CallFilter(since_unix_nano=since_ns, until_unix_nano=until_ns, **extra)
+    span = CALL_PAGE_FIRST_WINDOW_NS
     with engine(database_url).connect() as conn:
-        items, _ = store_queries.list_calls(conn, tenant, flt, limit=limit)
-    return items
+        while True:
+            lo = max(since_ns, until_ns - span)
+            flt = store_queries.CallFilter(since_unix_nano=lo, until_unix_nano=until_ns, **extra)
+            items, _ = store_queries.list_calls(conn, tenant, flt, limit=limit)
+            if len(items) >= limit or lo <= since_ns:
+                return items
+            span *= 8
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

@@ -181,9 +181,14 @@ def _group_codes(df: pd.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, np.nd
     return rank[row_key.reshape(-1)], np.array(labels, dtype="object")[order]
 
 
-def _quantile(s: pd.Series, q: float) -> float:
-    s = s.dropna()
-    return float(s.quantile(q)) if len(s) else math.nan
+def _quantiles(s: pd.Series) -> dict[str, float | None]:
+    """``{"p50": ..., "p95": ..., "p99": ...}`` of :data:`QUANTILES` over the known values of
+    ``s`` (one pass: the same values as :func:`_quantile` per quantile); None without any."""
+    known = s.dropna()
+    if not len(known):
+        return {f"p{round(q * 100)}": None for q in QUANTILES}
+    values = known.quantile(list(QUANTILES))
+    return {f"p{round(q * 100)}": _opt(float(v)) for q, v in zip(QUANTILES, values, strict=True)}
 
 
 def traffic_over_time(df: pd.DataFrame, bucket_s: int) -> pd.DataFrame:
@@ -291,8 +296,8 @@ def summarize(df: pd.DataFrame, window_s: float) -> TrafficSummary:
         requests_per_s=n / window_s,
         error_rate=float((df["status"] == "error").mean()),
         rate_limited_rate=float(is_rate_limited(df["error_type"]).mean()),
-        ttft_s={f"p{round(q * 100)}": _opt(_quantile(df["ttft_s"], q)) for q in QUANTILES},
-        tpot_s={f"p{round(q * 100)}": _opt(_quantile(df["tpot_s"], q)) for q in QUANTILES},
+        ttft_s=_quantiles(df["ttft_s"]),
+        tpot_s=_quantiles(df["tpot_s"]),
         tokens_per_s=float(tokens.sum()) / window_s if known_tokens.any() else None,
         cost_usd=float(df["cost_usd"].sum()) if df["cost_usd"].notna().any() else None,
         unpriced_calls=int(is_unpriced(df).sum()),
