@@ -17,6 +17,12 @@ N = 5_000
 T0_NS = 1_767_225_600 * 10**9
 
 
+def tokens(rng: np.random.Generator, missing: float) -> pd.api.extensions.ExtensionArray:
+    """Token counts 1..98 as nullable floats, a fraction ``missing`` of them unknown."""
+    values = rng.integers(1, 99, N).astype("float64")
+    return pd.array(np.where(rng.random(N) < missing, np.nan, values), dtype="Float64")
+
+
 def frame(categorical: bool) -> pd.DataFrame:
     rng = np.random.default_rng(7)
     df = pd.DataFrame(
@@ -28,12 +34,8 @@ def frame(categorical: bool) -> pd.DataFrame:
             "error_type": rng.choice(
                 np.array(["429", " Timeout", None, "rate_limited", "x"], dtype=object), N
             ),
-            "input_tokens": pd.array(
-                np.where(rng.random(N) < 0.1, None, rng.integers(1, 99, N)), dtype="Float64"
-            ),
-            "output_tokens": pd.array(
-                np.where(rng.random(N) < 0.2, None, rng.integers(1, 99, N)), dtype="Float64"
-            ),
+            "input_tokens": tokens(rng, 0.1),
+            "output_tokens": tokens(rng, 0.2),
             **{
                 m: np.where(rng.random(N) < 0.3, np.nan, rng.random(N))
                 for m in stats.LATENCY_METRICS
