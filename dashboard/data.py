@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import pandas as pd
+import pyarrow.compute as pc
 import streamlit as st
 from sqlalchemy import Engine, inspect
 from sqlalchemy.orm import Session
@@ -30,6 +31,10 @@ from collector.store.engine import make_engine
 from dashboard import queries, stats
 
 CACHE_TTL_S = 15
+#: :func:`call_page` looks in this last part of the range first (unix ns: one hour)
+CALL_PAGE_FIRST_WINDOW_NS = 3600 * 10**9
+#: call frames kept at once (:func:`calls`; a month of a busy tenant is ~100 MB each)
+CALL_FRAMES_KEPT = 8
 Filters = tuple[tuple[str, str], ...]
 
 
@@ -74,37 +79,77 @@ def lake(database_url: str) -> Lake | None:
     return lake_jobs.lake_of(load_settings(database_url=database_url))
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+#: the string columns of a call frame with few distinct values: read as pandas categoricals
+#: (one Python string per distinct value, not one per call)
+_LOW_CARDINALITY = (
+    "service_name",
+    "operation",
+    "model",
+    "rollout",
+    "variant",
+    "status",
+    "error_type",
+    "finish_reason",
+)
+
+
+#: a resource cache, not a data cache: a data cache pickles the frame into the cache and
+#: unpickles a copy on every hit (seconds at a million calls); callers must not mutate it
+@st.cache_resource(ttl=CACHE_TTL_S, max_entries=CALL_FRAMES_KEPT, show_spinner=False)
 def calls(
-    database_url: str, tenant: str, since_ns: int, until_ns: int, filters: Filters = ()
+    database_url: str,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    filters: Filters = (),
+    columns: tuple[str, ...] = queries.CHART_COLUMNS,
 ) -> pd.DataFrame:
-    """Metric columns of the calls started in ``[since_ns, until_ns)`` (one row per call,
-    newest first).
+    """``start_unix_nano`` and ``columns`` (of :data:`dashboard.queries.CALL_METRIC_COLUMNS`
+    plus the derived ``is_unpriced``) of the calls started in ``[since_ns, until_ns)``, one
+    row per call: newest first when ``trace_id`` is among ``columns``, else in no particular
+    order (sorting a million calls costs most of a second). The frame is shared by every
+    caller (read only).
 
     Read through the lake's query layer (:func:`collector.lake.query.fetch_calls`: sealed hours
     from Parquet, the rest from the store, Arrow throughout), the same read path as the API's
-    stats and drift runs. Token counts are nullable floats (``Float64``), flags lists.
+    stats and drift runs. Token counts are nullable floats (``Float64``), flags lists,
+    ``is_unpriced`` 0/1; low-cardinality text columns (model, variant, status, ...) are
+    categoricals (missing values stay missing).
+
+    Raises:
+        ValueError: an unknown filter or column, or an empty range.
     """
     flt = dict(filters)
     unknown = [k for k in flt if k not in queries.FILTER_COLUMNS]
     if unknown:
         raise ValueError(f"filters: unknown column {unknown[0]!r}")
+    bad = [c for c in columns if c not in queries.CALL_METRIC_COLUMNS and c != "is_unpriced"]
+    if bad:
+        raise ValueError(f"columns: unknown column {bad[0]!r}")
     if until_ns <= since_ns:
         raise ValueError(f"empty range: until_ns ({until_ns}) <= since_ns ({since_ns})")
+    names = list(dict.fromkeys(["start_unix_nano", *columns]))
     table = lake_query.fetch_calls(
         database_url,
         lake(database_url),
         tenant,
         since_ns=since_ns,
         until_ns=until_ns,
-        columns=list(queries.CALL_METRIC_COLUMNS),
+        columns=names,
         filters=flt,
     )
-    table = table.sort_by([("start_unix_nano", "descending")])
+    if "trace_id" in names:  # only per-trace reads care which call comes first
+        table = table.sort_by([("start_unix_nano", "descending")])
+    for c in _LOW_CARDINALITY:
+        if c in names:
+            i = table.schema.get_field_index(c)
+            table = table.set_column(i, c, pc.dictionary_encode(table.column(c)))
     df = table.to_pandas()
-    df["flags"] = df["flags"].map(_flags)
+    if "flags" in df:
+        df["flags"] = df["flags"].map(_flags)
     for c in ("input_tokens", "output_tokens", "cached_input_tokens"):
-        df[c] = df[c].astype("Float64")
+        if c in df:
+            df[c] = df[c].astype("Float64")
     df["start_unix_nano"] = df["start_unix_nano"].astype("int64")
     return df
 
@@ -172,11 +217,12 @@ def feedback(database_url: str, tenant: str, since_ns: int, until_ns: int) -> pd
 def feedback_rates(
     database_url: str, tenant: str, since_ns: int, until_ns: int, by: str = "variant"
 ) -> pd.DataFrame:
-    """Feedback events per 100 calls by ``by`` and kind."""
+    """Feedback events per 100 calls by ``by`` and kind (calls' ``trace_id`` read only when
+    there is feedback to attribute)."""
+    events = feedback(database_url, tenant, since_ns, until_ns)
+    columns = (by,) if events.empty else ("trace_id", by)
     return stats.feedback_rates(
-        calls(database_url, tenant, since_ns, until_ns),
-        feedback(database_url, tenant, since_ns, until_ns),
-        by,
+        calls(database_url, tenant, since_ns, until_ns, columns=columns), events, by
     )
 
 
@@ -184,12 +230,23 @@ def feedback_rates(
 def call_page(
     database_url: str, tenant: str, since_ns: int, until_ns: int, filters: Filters, limit: int
 ) -> list[dict[str, Any]]:
-    """Newest ``limit`` calls matching ``filters`` (keys of ``CallFilter``), as call records."""
+    """Newest ``limit`` calls matching ``filters`` (keys of ``CallFilter``), as call records.
+
+    Looked for in the last :data:`CALL_PAGE_FIRST_WINDOW_NS` of the range first, widened 8x
+    until ``limit`` calls are found or the whole range was read: the newest ``limit`` calls of
+    a suffix ``[lo, until_ns)`` that holds at least ``limit`` are the newest of the range (the
+    store sorts every matching call before its limit, so a month-long range costs seconds).
+    """
     extra: dict[str, Any] = dict(filters)  # string-valued CallFilter fields
-    flt = store_queries.CallFilter(since_unix_nano=since_ns, until_unix_nano=until_ns, **extra)
+    span = CALL_PAGE_FIRST_WINDOW_NS
     with engine(database_url).connect() as conn:
-        items, _ = store_queries.list_calls(conn, tenant, flt, limit=limit)
-    return items
+        while True:
+            lo = max(since_ns, until_ns - span)
+            flt = store_queries.CallFilter(since_unix_nano=lo, until_unix_nano=until_ns, **extra)
+            items, _ = store_queries.list_calls(conn, tenant, flt, limit=limit)
+            if len(items) >= limit or lo <= since_ns:
+                return items
+            span *= 8
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

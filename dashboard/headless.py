@@ -87,11 +87,18 @@ def browser(window: str = "1400,1000") -> Iterator[Any]:
         b.quit()
 
 
-def wait_rendered(b: Any, title: str, timeout_s: float = 60, settle_s: float = 1.5) -> None:
+def wait_rendered(
+    b: Any, title: str, timeout_s: float = 60, settle_s: float = 1.5, poll_s: float = 0.3
+) -> float:
     """Wait for the page title (h1), for Streamlit to stop running the script, and for the
     page's text to stay the same for ``settle_s`` seconds (Streamlit draws progressively and
     shows its "running" widget only after a delay, so a loaded machine can show the title
-    before the rest); a page whose text keeps changing returns at ``timeout_s``.
+    before the rest); a page whose text keeps changing returns at ``timeout_s``. The page is
+    looked at every ``poll_s`` seconds.
+
+    Returns:
+        When (``time.monotonic()``) the page's text was last seen changing: the render's end,
+        within ``poll_s`` plus the time one look takes.
 
     Raises:
         AssertionError: the title did not render within ``timeout_s`` seconds.
@@ -117,8 +124,8 @@ def wait_rendered(b: Any, title: str, timeout_s: float = 60, settle_s: float = 1
             if text != last_text:
                 last_text, stable_since = text, time.monotonic()
             elif time.monotonic() - stable_since >= settle_s:
-                return
-        time.sleep(0.3)
+                return stable_since
+        time.sleep(poll_s)
     if seen_title:
-        return
+        return stable_since
     raise AssertionError(f"page {title!r} did not render in {timeout_s} s")

@@ -45,6 +45,27 @@ CALL_METRIC_COLUMNS: tuple[str, ...] = (
     "gpu_cost_usd",
     "flags",
 )
+#: the columns of a call frame that the traffic, latency and cost charts read
+#: (:mod:`dashboard.stats`): no ids, no flags list (``is_unpriced`` says what they need of it)
+CHART_COLUMNS: tuple[str, ...] = (
+    "start_unix_nano",
+    "service_name",
+    "model",
+    "variant",
+    "status",
+    "error_type",
+    "input_tokens",
+    "output_tokens",
+    "queue_s",
+    "prefill_s",
+    "decode_s",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "cost_usd",
+    "gpu_cost_usd",
+    "is_unpriced",
+)
 FILTER_COLUMNS = ("model", "variant", "rollout", "service_name")
 
 

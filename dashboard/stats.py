@@ -13,14 +13,31 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from collector.lake import query
 from collector.store import callstats
 
 
 def is_rate_limited(error_type: pd.Series) -> pd.Series:
-    """Per call: :func:`collector.store.callstats.is_rate_limited` of its ``error_type``."""
-    return error_type.astype("object").map(callstats.is_rate_limited)
+    """Per call: :func:`collector.store.callstats.is_rate_limited` of its ``error_type``
+    (decided once per distinct value, not once per call)."""
+    codes, uniques = pd.factorize(error_type.astype("object"), use_na_sentinel=True)
+    decided = np.array(
+        [callstats.is_rate_limited(u) for u in uniques] + [callstats.is_rate_limited(None)],
+        dtype=bool,
+    )
+    return pd.Series(decided[codes], index=error_type.index)  # code -1 (missing): the last
+
+
+def is_unpriced(df: pd.DataFrame) -> pd.Series:
+    """Per call: whether its flags hold ``unpriced`` (from the derived 0/1 ``is_unpriced``
+    column when the frame has it, else from the ``flags`` lists)."""
+    if "is_unpriced" in df:
+        return df["is_unpriced"].fillna(0).astype(bool)
+    return df["flags"].map(lambda f: "unpriced" in (f or [])).astype(bool)
 
 
 LATENCY_METRICS = ("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s", "e2e_s")
@@ -80,28 +97,98 @@ def percentiles_over_time(
     cols = ["bucket", "group", "metric", "quantile", "value_s", "n"]
     if df.empty:
         return pd.DataFrame(columns=cols)
-    b = with_bucket(df, bucket_s)
-    b["group"] = group_label(b, by)
+    if bucket_s < 1:
+        raise ValueError("bucket_s must be at least 1")
+    step = bucket_s * 1_000_000_000
+    # group on integer codes (one label per group, built after grouping, not per call) and
+    # take the percentiles in DuckDB: quantile_cont is the same linear interpolation
+    # (definition 7), over the known values only
+    gid, labels = _group_codes(df, by)
+    frame = pa.table(
+        {
+            "bucket_ns": (df["start_unix_nano"].to_numpy(dtype="int64") // step) * step,
+            "gid": gid,
+            **{  # NaN (unknown) as null: skipped by count and quantile_cont
+                m: pa.array(df[m].to_numpy(dtype="float64", na_value=np.nan), from_pandas=True)
+                for m in metrics
+            },
+        }
+    )
+    qs = "[" + ", ".join(repr(float(q)) for q in quantiles) + "]"
+    aggs = ", ".join(
+        f'count("{m}") AS "n_{m}", quantile_cont("{m}", {qs}) AS "q_{m}"' for m in metrics
+    )
+    con = query.cursor()
+    try:
+        con.register("calls_frame", frame)
+        res = con.sql(
+            f"SELECT bucket_ns, gid, {aggs} FROM calls_frame GROUP BY bucket_ns, gid "
+            "ORDER BY bucket_ns, gid"
+        ).to_df()
+    finally:
+        con.close()
     frames = []
     for m in metrics:
-        g = b.dropna(subset=[m]).groupby(["bucket", "group"])[m]
-        if g.ngroups == 0:
+        have = res[res[f"n_{m}"] > 0]
+        if have.empty:
             continue
-        n = g.count()
-        for q in quantiles:
-            part = g.quantile(q).rename("value_s").to_frame()
-            part["n"] = n
-            part["metric"] = m
-            part["quantile"] = f"p{round(q * 100):d}"
-            frames.append(part.reset_index())
+        values = np.array(have[f"q_{m}"].tolist(), dtype="float64")
+        for i, q in enumerate(quantiles):
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "bucket_ns": have["bucket_ns"].to_numpy(),
+                        "gid": have["gid"].to_numpy(),
+                        "value_s": values[:, i],
+                        "n": have[f"n_{m}"].to_numpy(dtype="int64"),
+                        "metric": m,
+                        "quantile": f"p{round(q * 100):d}",
+                    }
+                )
+            )
     if not frames:
         return pd.DataFrame(columns=cols)
-    return pd.concat(frames, ignore_index=True)[cols]
+    out = pd.concat(frames, ignore_index=True)
+    out["bucket"] = pd.to_datetime(out["bucket_ns"].to_numpy(dtype="int64"), unit="ns", utc=True)
+    out["group"] = labels[out["gid"].to_numpy(dtype="int64")]
+    return out[cols]
 
 
-def _quantile(s: pd.Series, q: float) -> float:
-    s = s.dropna()
-    return float(s.quantile(q)) if len(s) else math.nan
+def _group_codes(df: pd.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(per row: the index of its group, per group: its :func:`group_label`), groups numbered
+    in label order. Built from each column's distinct values, not row by row."""
+    n = len(df)
+    if not by:
+        return np.zeros(n, dtype="int64"), np.array(["all"], dtype="object")
+    combined = np.zeros(n, dtype="int64")
+    names: list[list[str]] = []
+    for c in by:
+        codes, uniques = pd.factorize(df[c], use_na_sentinel=True)
+        texts = [str(u) for u in uniques] + ["?"]  # code -1 (missing) -> the last
+        combined = combined * len(texts) + np.where(codes < 0, len(texts) - 1, codes)
+        names.append(texts)
+    keys, row_key = np.unique(combined, return_inverse=True)
+    labels = []
+    for k in keys:
+        part = []
+        for texts in reversed(names):
+            k, r = divmod(int(k), len(texts))
+            part.append(texts[r])
+        labels.append(" / ".join(reversed(part)))
+    order = np.argsort(np.array(labels, dtype="object"), kind="stable")
+    rank = np.empty(len(order), dtype="int64")
+    rank[order] = np.arange(len(order))
+    return rank[row_key.reshape(-1)], np.array(labels, dtype="object")[order]
+
+
+def _quantiles(s: pd.Series) -> dict[str, float | None]:
+    """``{"p50": ..., "p95": ..., "p99": ...}`` of :data:`QUANTILES` over the known values of
+    ``s`` (one pass: the same values as :func:`_quantile` per quantile); None without any."""
+    known = s.dropna()
+    if not len(known):
+        return {f"p{round(q * 100)}": None for q in QUANTILES}
+    values = known.quantile(list(QUANTILES))
+    return {f"p{round(q * 100)}": _opt(float(v)) for q, v in zip(QUANTILES, values, strict=True)}
 
 
 def traffic_over_time(df: pd.DataFrame, bucket_s: int) -> pd.DataFrame:
@@ -119,27 +206,43 @@ def traffic_over_time(df: pd.DataFrame, bucket_s: int) -> pd.DataFrame:
     ]
     if df.empty:
         return pd.DataFrame(columns=cols)
-    b = with_bucket(df, bucket_s)
-    rows = []
-    for bucket, g in b.groupby("bucket"):
-        tokens = g["input_tokens"].fillna(0) + g["output_tokens"].fillna(0)
-        known_tokens = g["input_tokens"].notna() | g["output_tokens"].notna()
-        row = {
-            "bucket": bucket,
-            "calls": len(g),
-            "requests_per_s": len(g) / bucket_s,
-            "error_rate": float((g["status"] == "error").mean()),
-            "rate_limited_rate": float(is_rate_limited(g["error_type"]).mean()),
-            "tokens_per_s": float(tokens[known_tokens].sum()) / bucket_s
-            if known_tokens.any()
-            else math.nan,
-            "cost_usd": float(g["cost_usd"].sum()) if g["cost_usd"].notna().any() else math.nan,
+    if bucket_s < 1:
+        raise ValueError("bucket_s must be at least 1")
+    step = bucket_s * 1_000_000_000
+    key = (df["start_unix_nano"].to_numpy() // step) * step
+    known_tokens = (df["input_tokens"].notna() | df["output_tokens"].notna()).to_numpy()
+    tokens = (df["input_tokens"].fillna(0) + df["output_tokens"].fillna(0)).to_numpy(
+        dtype="float64", na_value=0.0
+    )
+    cost = df["cost_usd"].to_numpy(dtype="float64", na_value=np.nan)
+    frame = pd.DataFrame(
+        {
+            "calls": np.ones(len(df), dtype="int64"),
+            "error": (df["status"] == "error").to_numpy(dtype=bool, na_value=False),
+            "limited": is_rate_limited(df["error_type"]).to_numpy(),
+            "tokens": np.where(known_tokens, tokens, np.nan),
+            "cost_usd": cost,
+            "ttft_s": df["ttft_s"].to_numpy(dtype="float64", na_value=np.nan),
+            "tpot_s": df["tpot_s"].to_numpy(dtype="float64", na_value=np.nan),
         }
-        for m in ("ttft_s", "tpot_s"):
-            for q in QUANTILES:
-                row[f"{m}_p{round(q * 100)}"] = _quantile(g[m], q)
-        rows.append(row)
-    return pd.DataFrame(rows, columns=cols)
+    )
+    g = frame.groupby(key, sort=True)
+    calls = g["calls"].sum()
+    out = pd.DataFrame(
+        {
+            "bucket": pd.to_datetime(calls.index.to_numpy(dtype="int64"), unit="ns", utc=True),
+            "calls": calls.to_numpy(),
+            "requests_per_s": calls.to_numpy() / bucket_s,
+            "error_rate": g["error"].mean().to_numpy(dtype="float64"),
+            "rate_limited_rate": g["limited"].mean().to_numpy(dtype="float64"),
+            "tokens_per_s": g["tokens"].sum(min_count=1).to_numpy() / bucket_s,
+            "cost_usd": g["cost_usd"].sum(min_count=1).to_numpy(),
+        }
+    )
+    for m in ("ttft_s", "tpot_s"):
+        for q in QUANTILES:
+            out[f"{m}_p{round(q * 100)}"] = g[m].quantile(q).to_numpy()
+    return out[cols]
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,11 +296,11 @@ def summarize(df: pd.DataFrame, window_s: float) -> TrafficSummary:
         requests_per_s=n / window_s,
         error_rate=float((df["status"] == "error").mean()),
         rate_limited_rate=float(is_rate_limited(df["error_type"]).mean()),
-        ttft_s={f"p{round(q * 100)}": _opt(_quantile(df["ttft_s"], q)) for q in QUANTILES},
-        tpot_s={f"p{round(q * 100)}": _opt(_quantile(df["tpot_s"], q)) for q in QUANTILES},
+        ttft_s=_quantiles(df["ttft_s"]),
+        tpot_s=_quantiles(df["tpot_s"]),
         tokens_per_s=float(tokens.sum()) / window_s if known_tokens.any() else None,
         cost_usd=float(df["cost_usd"].sum()) if df["cost_usd"].notna().any() else None,
-        unpriced_calls=int(df["flags"].map(lambda f: "unpriced" in (f or [])).sum()),
+        unpriced_calls=int(is_unpriced(df).sum()),
     )
 
 
@@ -223,7 +326,7 @@ def cost_breakdown(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     for c in by:
         d[c] = d[c].astype("object").where(d[c].notna(), "?")
     d["tokens"] = d["input_tokens"].fillna(0) + d["output_tokens"].fillna(0)
-    d["unpriced"] = d["flags"].map(lambda f: "unpriced" in (f or []))
+    d["unpriced"] = is_unpriced(d)
     g = d.groupby(list(by), dropna=False)
     out = pd.DataFrame(
         {
@@ -245,15 +348,27 @@ def cost_per_1k_over_time(df: pd.DataFrame, bucket_s: int, by: Sequence[str]) ->
     cols = ["bucket", "group", "usd_per_1k_tokens"]
     if df.empty:
         return pd.DataFrame(columns=cols)
-    b = with_bucket(df, bucket_s)
-    b["group"] = group_label(b, by)
-    b["usd"] = b[["cost_usd", "gpu_cost_usd"]].sum(axis=1, min_count=1)
-    b["tokens"] = b["input_tokens"].fillna(0) + b["output_tokens"].fillna(0)
-    g = b.groupby(["bucket", "group"]).agg(
-        usd=("usd", lambda s: s.sum(min_count=1)), tokens=("tokens", "sum")
+    if bucket_s < 1:
+        raise ValueError("bucket_s must be at least 1")
+    step = bucket_s * 1_000_000_000
+    gid, labels = _group_codes(df, by)
+    b = pd.DataFrame(
+        {
+            "bucket_ns": (df["start_unix_nano"].to_numpy(dtype="int64") // step) * step,
+            "gid": gid,
+            "usd": df[["cost_usd", "gpu_cost_usd"]].sum(axis=1, min_count=1).to_numpy(),
+            "tokens": (df["input_tokens"].fillna(0) + df["output_tokens"].fillna(0)).to_numpy(
+                dtype="float64", na_value=0.0
+            ),
+        }
     )
+    g = b.groupby(["bucket_ns", "gid"]).agg(usd=("usd", "sum"), tokens=("tokens", "sum"))
+    g["usd"] = g["usd"].where(b.groupby(["bucket_ns", "gid"])["usd"].count() > 0)  # min_count=1
     g["usd_per_1k_tokens"] = (g["usd"] / (g["tokens"] / 1000.0)).where(g["tokens"] > 0)
-    return g.dropna(subset=["usd_per_1k_tokens"]).reset_index()[cols]
+    g = g.dropna(subset=["usd_per_1k_tokens"]).reset_index()
+    g["bucket"] = pd.to_datetime(g["bucket_ns"].to_numpy(dtype="int64"), unit="ns", utc=True)
+    g["group"] = labels[g["gid"].to_numpy(dtype="int64")]
+    return g[cols]
 
 
 def feedback_rates(
@@ -265,11 +380,13 @@ def feedback_rates(
     """
     if calls.empty:
         return pd.DataFrame(columns=[by, "calls"])
+    if feedback.empty:  # no trace_id needed: ``calls`` may hold ``by`` only
+        c = calls[[by]].copy()
+        c[by] = c[by].astype("object").where(c[by].notna(), "?")
+        return c.groupby(by).size().rename("calls").reset_index()
     c = calls[["trace_id", by]].copy()
     c[by] = c[by].astype("object").where(c[by].notna(), "?")
     n = c.groupby(by).size().rename("calls")
-    if feedback.empty:
-        return n.reset_index()
     f = feedback.dropna(subset=["trace_id"]).merge(c.drop_duplicates("trace_id"), on="trace_id")
     if f.empty:
         return n.reset_index()

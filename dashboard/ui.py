@@ -138,6 +138,7 @@ def page_context(title: str, caption: str | None = None) -> PageContext:
         st.session_state["range_choice"] = label
         if st.button("Refresh data", key="flt_refresh"):
             st.cache_data.clear()
+            data.calls.clear()  # call frames are a resource cache (see there)
         who = "dev mode (no login)" if s.dashboard_dev else f"{principal.role} key"
         st.caption(f"{who} · cache {data.CACHE_TTL_S} s")
         if not s.dashboard_dev and st.button("Log out", key="flt_logout"):

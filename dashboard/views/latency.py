@@ -10,7 +10,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from collector.store import analytics
+from collector.lake import stats as lake_stats
 from dashboard import charts, data, stats, ui
 
 #: ``call_stats`` fields shown side by side: the caller's view and the engine's
@@ -64,10 +64,14 @@ else:
 def call_stats(
     database_url: str, tenant: str, since_ns: int, until_ns: int, bucket_s: int | None
 ) -> list[dict[str, Any]]:
-    """:func:`collector.store.analytics.call_stats` by model (and bucket), as the API serves."""
-    return analytics.call_stats(
+    """:func:`collector.lake.stats.call_stats` by model (and bucket), as the API serves: sealed
+    hours from the lake, the rest from the store; exact (``source="raw"``), as the page showed
+    when it read the store alone."""
+    return lake_stats.call_stats(
         database_url,
+        data.lake(database_url),
         tenant,
+        source="raw",
         group_by=["model"],
         since_ns=since_ns,
         until_ns=until_ns,
