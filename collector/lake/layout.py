@@ -18,18 +18,16 @@ files (Spark and Trino take them from the path).
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import os
-import re
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, cast
 
 import fsspec
 import pyarrow as pa
-from sqlalchemy import Table, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy import Table
 
+from collector.sidecar import store_sidecar
 from collector.store import arrowfetch
 from collector.store.models import LLMCall
 from collector.store.schema import CALL_COLUMNS
@@ -55,23 +53,9 @@ def default_lake_url(database_url: str) -> str:
     """The lake used when ``DRIFTLINE_LAKE_URL`` is unset, one per store (a lake holds sealed
     copies of one store's calls; two stores sharing one would read each other's hours):
     ``<database file>-lake`` beside a SQLite store (``driftline.db-lake``, like its ``-wal``),
-    else ``./driftline-data/lake-<host>-<port>-<database>``."""
-    fallback = os.path.abspath("./driftline-data/lake")
-    if database_url.startswith("sqlite"):
-        try:
-            _dialect, path = arrowfetch.adbc_target(database_url)
-        except ValueError:
-            return fallback
-        return os.path.abspath(path) + "-lake"
-    try:
-        u = make_url(database_url)
-    except ArgumentError:
-        return fallback
-    ident = "-".join(str(x) for x in (u.host or "local", u.port or "", u.database or "") if x)
-    if u.query:  # e.g. ?options=-csearch_path=... selects another store in the same database
-        query = "&".join(f"{k}={v}" for k, v in sorted(u.query.items()))
-        ident += "-" + hashlib.sha256(query.encode()).hexdigest()[:12]
-    return f"{fallback}-{re.sub(r'[^A-Za-z0-9._-]', '_', ident)}"
+    else ``./driftline-data/lake-<host>-<port>-<database>``
+    (:func:`collector.sidecar.store_sidecar`)."""
+    return store_sidecar(database_url, "lake")
 
 
 def calls_schema() -> pa.Schema:
