@@ -44,11 +44,10 @@ sys.path.insert(0, str(ROOT))
 
 from alerts.rules import ThresholdRule  # noqa: E402
 from alerts.series import rule_series  # noqa: E402
-from benchmarks.stats import CHUNK, T0_NS, build_rows  # noqa: E402
+from benchmarks.stats import T0_NS, ensure_data  # noqa: E402
 from collector.lake import manifest  # noqa: E402
 from collector.lake.layout import HOUR_NS, Lake, default_lake_url, open_lake  # noqa: E402
 from collector.lake.seal import seal_pending  # noqa: E402
-from collector.store import bulk  # noqa: E402
 from collector.store import engine as store_engine  # noqa: E402
 
 WEEK_S = 7 * 86_400.0
@@ -66,28 +65,6 @@ RULES = [
     _rule("rejection", "rejection_rate_429", filters={"service_name": "chat-api"}),
     _rule("cost", "cost_per_1k_tokens_usd", group_labels=["model"]),
 ]
-
-
-def ensure_data(url: str, rows: int, days: int, rng: np.random.Generator) -> None:
-    """Migrate and load ``rows`` calls over ``days`` days unless the store holds that many."""
-    store_engine.upgrade(url)
-    engine = store_engine.make_engine(url)
-    try:
-        with engine.connect() as conn:
-            have = conn.execute(text("SELECT count(*) FROM llm_calls")).scalar_one()
-        if have == rows:
-            print(f"reusing {have} stored calls", file=sys.stderr)
-            return
-        t0 = time.perf_counter()
-        with engine.begin() as conn:
-            conn.execute(text("DELETE FROM llm_calls"))
-        starts = np.sort(T0_NS + rng.integers(0, days * 86_400 * 10**9, rows))
-        for start in range(0, rows, CHUNK):
-            with engine.begin() as conn:
-                bulk.upsert(conn, bulk.CALLS, build_rows(rng, start, starts[start : start + CHUNK]))
-        print(f"loaded {rows} calls in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    finally:
-        engine.dispose()
 
 
 def ensure_sealed(url: str, lake: Lake, days: int) -> None:
@@ -153,7 +130,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.days < 8:
         raise SystemExit("--days must be at least 8 (a 7-day window plus a day)")
-    ensure_data(args.database_url, args.rows, args.days, np.random.default_rng(args.seed))
+    ensure_data(args.database_url, args.rows, np.random.default_rng(args.seed), days=args.days)
     lake = open_lake(default_lake_url(args.database_url))
     ensure_sealed(args.database_url, lake, args.days)
     if args.prepare_only:

@@ -117,8 +117,9 @@ def build_rows(
     return rows
 
 
-def ensure_data(url: str, rows: int, rng: np.random.Generator) -> None:
-    """Migrate and load ``rows`` calls unless the store already holds exactly that many."""
+def ensure_data(url: str, rows: int, rng: np.random.Generator, days: int = DAYS) -> None:
+    """Migrate and load ``rows`` calls over ``days`` days from :data:`T0_NS` unless the store
+    already holds exactly that many."""
     store_engine.upgrade(url)
     engine = store_engine.make_engine(url)
     try:
@@ -131,7 +132,7 @@ def ensure_data(url: str, rows: int, rng: np.random.Generator) -> None:
         with engine.begin() as conn:
             conn.execute(text("DELETE FROM llm_calls"))
         # Calls arrive roughly in time order, so rows are stored in start order.
-        starts = np.sort(T0_NS + rng.integers(0, DAYS * 86_400 * 10**9, rows))
+        starts = np.sort(T0_NS + rng.integers(0, days * 86_400 * 10**9, rows))
         for start in range(0, rows, CHUNK):
             batch = build_rows(rng, start, starts[start : start + CHUNK])
             with engine.begin() as conn:
