@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 .PHONY: demo test test-deps lint typecheck bench clean
 

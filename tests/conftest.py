@@ -57,6 +57,37 @@ def missing_requirement(marker: str) -> str | None:
     return None
 
 
+_WIDE_SCOPES = frozenset({"class", "module", "package"})
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    """True when ``item`` uses a class/module/package-scoped fixture (its file's tests then
+    run on one worker, so the fixture starts once)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return True
+    return any(d.scope in _WIDE_SCOPES for defs in info.name2fixturedefs.values() for d in defs)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group tests for ``pytest -n 2 --dist loadgroup`` (``make test`` runs two workers).
+
+    Every ``vllm`` test is in one group, scheduled first (the longest chain: two vLLM CPU
+    engines never compete for the cores, and the other worker takes everything else); the
+    tests of a file that shares a module fixture (a Streamlit app, a Spark session) stay on
+    one worker; any other test goes wherever a worker is free. Without xdist the markers do
+    nothing and only the order changes (vLLM tests first)."""
+    for item in items:
+        if item.get_closest_marker("vllm"):
+            group = "vllm"
+        elif _shares_a_fixture(item):
+            group = item.nodeid.split("::", 1)[0]
+        else:
+            group = item.nodeid
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda it: it.get_closest_marker("vllm") is None)  # stable
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip ``browser``/``vllm`` tests whose requirement is absent, saying why and how to
     enable them; under CI (``CI`` set) a missing requirement fails the test instead."""
