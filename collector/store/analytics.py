@@ -23,7 +23,7 @@ from sqlalchemy import JSON, Table
 
 from collector.store import arrowfetch, callstats
 from collector.store.arrowfetch import FETCH_SLICES, SqlBuilder
-from collector.store.callstats import GROUP_KEYS, REJECTION_ERROR_TYPES
+from collector.store.callstats import ERROR_TYPE_BLANKS, GROUP_KEYS, REJECTION_ERROR_TYPES
 from collector.store.enginestats import engine_stats
 from collector.store.models import LLMCall
 from collector.store.models.api import Feedback
@@ -88,7 +88,15 @@ def _select_expr(name: str, dialect: str) -> str:
         return "CASE WHEN c.status = 'error' THEN 1 ELSE 0 END AS is_error"
     if name == "is_rejected":
         kinds = ", ".join(f"'{k}'" for k in sorted(REJECTION_ERROR_TYPES))
-        return f"CASE WHEN lower(c.error_type) IN ({kinds}) THEN 1 ELSE 0 END AS is_rejected"
+        # the same blanks as callstats.is_rate_limited strips (SQLite: char(); PostgreSQL: chr())
+        codes = [ord(ch) for ch in ERROR_TYPE_BLANKS]
+        if dialect == "sqlite":
+            blanks = f"char({', '.join(map(str, codes))})"
+            kind = f"lower(trim(c.error_type, {blanks}))"
+        else:
+            blanks = " || ".join(f"chr({n})" for n in codes)
+            kind = f"lower(btrim(c.error_type, {blanks}))"
+        return f"CASE WHEN {kind} IN ({kinds}) THEN 1 ELSE 0 END AS is_rejected"
     if name == "is_unpriced":
         if dialect == "sqlite":  # flags is JSON text; element strings are quoted
             return "CASE WHEN instr(c.flags, '\"unpriced\"') > 0 THEN 1 ELSE 0 END AS is_unpriced"

@@ -6,7 +6,7 @@ Input relations (registered Arrow tables): ``calls`` with the columns of
 Metrics per group (units in the names; None when unknown, never 0):
 
 * ``count``; ``error_count`` / ``error_rate``: ``status = 'error'`` over ``count``;
-  ``rejection_count`` / ``rejection_rate``: ``lower(error_type)`` in
+  ``rejection_count`` / ``rejection_rate``: ``lower(error_type)``, blanks stripped, in
   :data:`REJECTION_ERROR_TYPES` (HTTP 429 / overload / queue full) over ``count``.
 * ``<f>_p50`` / ``_p95`` / ``_p99`` for ``f`` in :data:`LATENCY_FIELDS`: linear
   interpolation between order statistics (Hyndman & Fan 1996 type 7, numpy's default,
@@ -51,9 +51,18 @@ REJECTION_ERROR_TYPES: frozenset[str] = frozenset(
 )
 
 
+#: the blanks stripped from an ``error_type`` before it is compared (ASCII whitespace; the SQL
+#: of :func:`collector.store.analytics` strips the same characters, so Python and SQL agree)
+ERROR_TYPE_BLANKS = " \t\n\r\x0b\x0c"
+
+
 def is_rate_limited(error_type: str | None) -> bool:
-    """True when a call's ``error_type`` is one of :data:`REJECTION_ERROR_TYPES` (any case)."""
-    return isinstance(error_type, str) and error_type.strip().lower() in REJECTION_ERROR_TYPES
+    """True when a call's ``error_type`` is one of :data:`REJECTION_ERROR_TYPES` (any case,
+    surrounding :data:`ERROR_TYPE_BLANKS` ignored)."""
+    return (
+        isinstance(error_type, str)
+        and error_type.strip(ERROR_TYPE_BLANKS).lower() in REJECTION_ERROR_TYPES
+    )
 
 
 LATENCY_FIELDS: tuple[str, ...] = (

@@ -124,16 +124,39 @@ def list_calls(
         conds.append(t.c.start_unix_nano >= flt.since_unix_nano)
     if flt.until_unix_nano is not None:
         conds.append(t.c.start_unix_nano < flt.until_unix_nano)
+    # Order: (coalesce(start, 0), trace_id, span_id) descending. Calls with a start time come
+    # first and are read in the order of the (tenant, start) indexes, so a page reads about
+    # `limit` rows however long the range (ordering by the coalesce expression itself made
+    # every query sort every matching row); the rare calls without one follow.
+    cs = None
     if cursor:
         cs, ct, csp = decode_cursor(cursor)
-        conds.append(tuple_(start, t.c.trace_id, t.c.span_id) < tuple_(cs, ct, csp))
-    q = (
-        select(t)
-        .where(and_(*conds))
-        .order_by(start.desc(), t.c.trace_id.desc(), t.c.span_id.desc())
-        .limit(limit + 1)
-    )
-    rows = list(conn.execute(q).mappings())
+    rows: list[Any] = []
+    if cs is None or cs > 0:
+        dated = [*conds, t.c.start_unix_nano > 0]
+        if cs is not None:
+            dated += [
+                t.c.start_unix_nano <= cs,  # a range on the index; the tuple decides ties
+                tuple_(t.c.start_unix_nano, t.c.trace_id, t.c.span_id) < tuple_(cs, ct, csp),
+            ]
+        q = (
+            select(t)
+            .where(and_(*dated))
+            .order_by(t.c.start_unix_nano.desc(), t.c.trace_id.desc(), t.c.span_id.desc())
+            .limit(limit + 1)
+        )
+        rows = list(conn.execute(q).mappings())
+    if len(rows) <= limit:
+        undated = [*conds, or_(t.c.start_unix_nano.is_(None), t.c.start_unix_nano <= 0)]
+        if cs is not None and cs <= 0:
+            undated.append(tuple_(start, t.c.trace_id, t.c.span_id) < tuple_(cs, ct, csp))
+        q = (
+            select(t)
+            .where(and_(*undated))
+            .order_by(start.desc(), t.c.trace_id.desc(), t.c.span_id.desc())
+            .limit(limit + 1 - len(rows))
+        )
+        rows += list(conn.execute(q).mappings())
     items = [call_to_dict(r) for r in rows[:limit]]
     next_cursor = None
     if len(rows) > limit:
