@@ -15,6 +15,10 @@ store prefilled with 20k spans). Three variants of the write stage, each in a fr
 CPU time of this process (``time.process_time``), per span, best of ``--repeat``:
 
     python benchmarks/ingest_fts.py --dir /dev/shm
+    python benchmarks/ingest_fts.py --dir /dev/shm --variants deferred,triggers,none,triggers
+
+The first variant of a process runs cold (measured up to +40 us/span): compare variants run
+after it, or list one twice.
 
 Prints ``RESULT ingest_fts_<variant>_write_us_per_span`` and, for ``deferred``,
 ``RESULT ingest_fts_deferred_index_us_per_span`` (the indexer's own cost).
@@ -49,11 +53,11 @@ INDEX = (
 
 
 def run_variant(
-    variant: str, prepared: list[list[Item]], args: argparse.Namespace, tmp: str
+    variant: str, prepared: list[list[Item]], args: argparse.Namespace, db: str
 ) -> tuple[float, float, int]:
     """(write CPU us/span, indexer CPU us/span, rows in the FTS index at the end)."""
     prices = PriceTable.load()
-    url = f"sqlite:///{tmp}/{variant}.db"
+    url = f"sqlite:///{db}"
     store_engine.upgrade(url)
     engine = store_engine.make_engine(url)
     bind = writer_connection(engine)
@@ -117,8 +121,9 @@ def main() -> None:
     batches = [codec.decode(b, codec.PROTOBUF) for b in bodies]
     prepared = [prepare(b.spans, MAX_TEXT, "redacted")[0] for b in batches]
     with tempfile.TemporaryDirectory(prefix="driftline-fts-", dir=args.dir) as tmp:
-        for variant in args.variants.split(","):
-            w, i, docs = run_variant(variant, prepared, args, tmp)
+        # a variant may be listed twice (e.g. first and last, to see the order's effect)
+        for k, variant in enumerate(args.variants.split(",")):
+            w, i, docs = run_variant(variant, prepared, args, f"{tmp}/{k}-{variant}.db")
             print(f"{variant}: {docs} calls in the FTS index at the end")
             print(f"RESULT ingest_fts_{variant}_write_us_per_span={w:.1f} us")
             if variant == "deferred":
