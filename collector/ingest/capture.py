@@ -67,6 +67,24 @@ def is_content_key(key: str) -> bool:
     return key in CONTENT_KEYS or key.startswith(CONTENT_PREFIXES)
 
 
+#: the content keys of an attribute-key shape (keys in order): an instrumentation sends the
+#: same keys span after span, so :func:`is_content_key` runs once per shape
+_CONTENT_KEYS_BY_SHAPE: dict[tuple[str, ...], tuple[str, ...]] = {}
+#: shapes remembered at most (flattened ``prefix.{i}.field`` keys make a shape per length)
+MAX_CACHED_SHAPES = 1024
+
+
+def content_keys(attrs: dict[str, Any]) -> tuple[str, ...]:
+    """The keys of ``attrs`` that hold content (:func:`is_content_key`), in order."""
+    shape = tuple(attrs)
+    keys = _CONTENT_KEYS_BY_SHAPE.get(shape)
+    if keys is None:
+        keys = tuple(k for k in shape if is_content_key(k))
+        if len(_CONTENT_KEYS_BY_SHAPE) < MAX_CACHED_SHAPES:
+            _CONTENT_KEYS_BY_SHAPE[shape] = keys
+    return keys
+
+
 def _redact_value(value: Any) -> tuple[Any, int]:
     if isinstance(value, str):
         if not value:
@@ -108,7 +126,7 @@ def apply_policy(span: SpanData, mode: str) -> tuple[SpanData, int | None]:
     if mode == "full":
         return span, None
     attrs = span.attributes
-    keys = [k for k in attrs if k in CONTENT_KEYS or k.startswith(CONTENT_PREFIXES)]
+    keys = content_keys(attrs)
     content_events = False
     for e in span.events:
         if e.get("name") in CONTENT_EVENTS:

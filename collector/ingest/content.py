@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 _MESSAGE_EVENTS = {
     "gen_ai.system.message": "system",
     "gen_ai.user.message": "user",
@@ -22,6 +24,9 @@ _MESSAGE_EVENTS = {
     "gen_ai.tool.message": "tool",
     "gen_ai.tools.message": "tool",  # OpenLIT's spelling
 }
+#: ``isinstance(x, MAPPING)``: the same answer as ``isinstance(x, Mapping)``, but a ``dict`` (what
+#: JSON and the decoder give) is recognised without the ABC's ``__instancecheck__`` (~4x slower)
+MAPPING = (dict, Mapping)
 _INDEXED = {
     "gen_ai.prompt": re.compile(
         r"^gen_ai\.prompt\.(\d+)\.(?:message\.)?(role|content|finish_reason)$"
@@ -36,12 +41,58 @@ _INDEXED = {
 }
 
 
+#: digits of an integer that may lie outside orjson's 64-bit range (which orjson reads as a
+#: float where ``json`` keeps the exact int)
+_BIG_INT_DIGITS = 20
+_DIGITS = frozenset("0123456789")
+
+
+def _has_digit_run(s: str, n: int = _BIG_INT_DIGITS) -> bool:
+    """``s`` holds ``n`` consecutive ASCII digits. A run of ``n`` covers one position of
+    ``s[::n]``, so only the runs through those positions are measured (a regex search of
+    ``[0-9]{20}`` costs ~12 us on a 700-character message, this ~0.3 us)."""
+    stride = s[::n]
+    for d in "0123456789":  # a loop of `in` scans: C speed, no generator
+        if d in stride:
+            break
+    else:
+        return False
+    for j, c in enumerate(stride):
+        if c in _DIGITS:
+            p = j * n
+            lo = hi = p
+            while lo > 0 and s[lo - 1] in _DIGITS:
+                lo -= 1
+            while hi + 1 < len(s) and s[hi + 1] in _DIGITS:
+                hi += 1
+            if hi - lo + 1 >= n:
+                return True
+    return False
+
+
+def _loads(s: str) -> Any:
+    """``json.loads(s)``, through orjson (measured 3.4 -> 1.0 us on a 760-character message)
+    when it gives the same value: orjson refuses what only ``json`` reads (``NaN``, ``1e400``,
+    lone surrogates, deeper nesting) and those fall back to ``json``; text with a 20-digit run
+    (an integer orjson may turn into a float) goes to ``json`` directly.
+
+    Raises:
+        ValueError: ``s`` is not JSON.
+    """
+    if not _has_digit_run(s):
+        try:
+            return orjson.loads(s)
+        except ValueError:  # orjson.JSONDecodeError, or a str orjson cannot encode to UTF-8
+            pass
+    return json.loads(s)
+
+
 def _maybe_json(value: Any) -> Any:
     if isinstance(value, str):
         s = value.strip()
         if s[:1] in ("[", "{"):
             try:
-                return json.loads(s)
+                return _loads(s)
             except ValueError:
                 return value
     return value
@@ -50,7 +101,7 @@ def _maybe_json(value: Any) -> Any:
 def _part_text(part: Any) -> str | None:
     if isinstance(part, str):
         return part
-    if not isinstance(part, Mapping):
+    if not isinstance(part, MAPPING):
         return None
     ptype = part.get("type")
     if ptype in (None, "text", "input_text", "output_text"):
@@ -70,7 +121,7 @@ def message_text(message: Any) -> str | None:
     """Plain text of one chat message (semconv ``parts`` or OpenAI-style ``content``)."""
     if isinstance(message, str):
         return message
-    if not isinstance(message, Mapping):
+    if not isinstance(message, MAPPING):
         return None
     pieces: list[str] = []
     parts = message.get("parts")
@@ -81,7 +132,7 @@ def message_text(message: Any) -> str | None:
         pieces = [content]
     elif isinstance(content, list):
         pieces = [t for t in (_part_text(p) for p in content) if t]
-    if not pieces and isinstance(message.get("message"), Mapping):
+    if not pieces and isinstance(message.get("message"), MAPPING):
         return message_text(message["message"])
     return "\n".join(pieces) if pieces else None
 
@@ -98,7 +149,7 @@ def render_conversation(messages: list[tuple[str | None, str]]) -> str | None:
 
 def _messages(value: Any) -> list[tuple[str | None, str]] | None:
     value = _maybe_json(value)
-    if isinstance(value, Mapping):
+    if isinstance(value, MAPPING):
         value = [value]
     if not isinstance(value, list):
         return [(None, value)] if isinstance(value, str) and value else None
@@ -106,7 +157,7 @@ def _messages(value: Any) -> list[tuple[str | None, str]] | None:
     for m in value:
         text = message_text(m)
         if text:
-            role = m.get("role") if isinstance(m, Mapping) else None
+            role = m.get("role") if isinstance(m, MAPPING) else None
             out.append((str(role) if role else None, text))
     return out
 
@@ -177,7 +228,7 @@ def output_text_and_reasons(
     if "gen_ai.output.messages" in attrs:
         value = _maybe_json(attrs["gen_ai.output.messages"])
         items = value if isinstance(value, list) else [value]
-        reasons = [m.get("finish_reason") for m in items if isinstance(m, Mapping)]
+        reasons = [m.get("finish_reason") for m in items if isinstance(m, MAPPING)]
         text = message_text(items[0]) if items else None
         return text, [r for r in reasons if r] or None
     choices = _events(events, {"gen_ai.choice"})

@@ -161,16 +161,35 @@ def classify_operation(span: SpanData, attrs: Mapping[str, Any]) -> tuple[str | 
     return None, has_llm_keys
 
 
+#: dialects by (scope name, attribute keys in order): an instrumentation sends the same keys
+#: span after span, so the key scans of :func:`_dialect_of_keys` run once per shape
+_DIALECT_BY_KEYS: dict[tuple[str | None, tuple[str, ...]], str] = {}
+#: shapes remembered at most (flattened ``prefix.{i}.field`` keys make a shape per length)
+MAX_CACHED_SHAPES = 1024
+
+
 def detect_dialect(span: SpanData, attrs: Mapping[str, Any], engine: bool) -> str:
+    """The dialect of a span (docs/dialects.md): ``vllm`` for an engine span, else from the
+    attribute keys and the instrumentation scope name only."""
     if engine:
         return "vllm"
+    shape = (span.scope_name, tuple(attrs))
+    dialect = _DIALECT_BY_KEYS.get(shape)
+    if dialect is None:
+        dialect = _dialect_of_keys(span.scope_name, attrs)
+        if len(_DIALECT_BY_KEYS) < MAX_CACHED_SHAPES:
+            _DIALECT_BY_KEYS[shape] = dialect
+    return dialect
+
+
+def _dialect_of_keys(scope_name: str | None, attrs: Mapping[str, Any]) -> str:
     # one pass over the keys for both prefix tests (most spans have neither prefix)
     prefixed = [k for k in attrs if k.startswith(("llm.token_count.", "traceloop."))]
     if "openinference.span.kind" in attrs or any(
         k.startswith("llm.token_count.") for k in prefixed
     ):
         return "openinference"
-    scope = (span.scope_name or "").lower()
+    scope = (scope_name or "").lower()
     if scope.startswith("openlit") or any(
         k in attrs for k in ("gen_ai.application_name", "gen_ai.environment", "gen_ai.sdk.version")
     ):
@@ -220,7 +239,7 @@ def detect_request_model(
     # OpenInference: the model asked for is in the invocation parameters; ``llm.model_name`` is
     # the one the instrumentation reports (from the response when it has one)
     params = content._maybe_json(attrs.get("llm.invocation_parameters"))
-    if isinstance(params, Mapping) and params.get("model"):
+    if isinstance(params, content.MAPPING) and params.get("model"):
         return str(params["model"])
     value = as_str(first(attrs, ("llm.model_name", "embedding.model_name")))
     if value:
@@ -249,7 +268,7 @@ def detect_response_id(attrs: Mapping[str, Any]) -> str | None:
         and attrs.get("output.mime_type") == "application/json"
     ):
         doc = content._maybe_json(attrs.get("output.value"))
-        if isinstance(doc, Mapping) and isinstance(doc.get("id"), str) and doc["id"]:
+        if isinstance(doc, content.MAPPING) and isinstance(doc.get("id"), str) and doc["id"]:
             value = doc["id"]
     return value
 
