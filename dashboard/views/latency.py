@@ -62,25 +62,26 @@ else:
 
 @st.cache_data(ttl=data.CACHE_TTL_S, show_spinner=False)
 def call_stats(
-    database_url: str, tenant: str, since_ns: int, until_ns: int, bucket_s: int | None
-) -> list[dict[str, Any]]:
-    """:func:`collector.lake.stats.call_stats` by model (and bucket), as the API serves: sealed
-    hours from the lake, the rest from the store; exact (``source="raw"``), as the page showed
-    when it read the store alone."""
-    return lake_stats.call_stats(
+    database_url: str, tenant: str, since_ns: int, until_ns: int, bucket_s: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """:func:`collector.lake.stats.call_stats` by model, and by model and ``bucket_s`` bucket,
+    as the API serves them exact (``source="raw"``), from one read of the calls
+    (:func:`collector.lake.stats.exact_call_stats`: sealed hours from the lake, the rest from
+    the store)."""
+    overall, bucketed = lake_stats.exact_call_stats(
         database_url,
         data.lake(database_url),
         tenant,
-        source="raw",
-        group_by=["model"],
+        [(["model"], None), (["model"], bucket_s)],
         since_ns=since_ns,
         until_ns=until_ns,
-        bucket_s=bucket_s,
     )
+    return overall, bucketed
 
 
 st.subheader("Caller vs engine: TTFT, e2e, queue, inter-token latency")
-overall = call_stats(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, None)
+bucket = stats.bucket_size_s((ctx.until_ns - ctx.since_ns) / 1e9, max_buckets=48)
+overall, rows = call_stats(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, bucket)
 if not overall:
     ui.no_data("calls", f"No call in the {ctx.range_label}.")
 else:
@@ -109,8 +110,6 @@ else:
         "merge. ITL: percentiles over calls of each call's median / p95 gap between streamed "
         "tokens. Blank rows: nobody reported that latency."
     )
-    bucket = stats.bucket_size_s((ctx.until_ns - ctx.since_ns) / 1e9, max_buckets=48)
-    rows = call_stats(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, bucket)
     itl = pd.DataFrame(
         [
             {
