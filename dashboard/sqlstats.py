@@ -313,3 +313,60 @@ def variant_counts(
     return pd.DataFrame(
         {by: res[by].to_numpy(dtype="object"), "calls": res["calls"].to_numpy(dtype="int64")}
     )
+
+
+#: (label, field) of the Latency page's per-bucket chart of engine-side latencies
+ENGINE_SERIES: tuple[tuple[str, str], ...] = (
+    ("ITL", "itl_p50_s"),
+    ("engine TTFT", "server_ttft_s"),
+)
+
+
+def engine_latency_over_time(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    bucket_s: int,
+) -> pd.DataFrame:
+    """Long frame ``bucket, group, quantile, value_ms``: per ``bucket_s`` bucket and model
+    (``"?"`` unknown), the p50 / p95 / p99 (ms) over calls of each :data:`ENGINE_SERIES` field
+    (``group`` = ``"<model> <label>"``), buckets without a known value left out; the values
+    :func:`collector.lake.stats.call_stats` by model and bucket gives for these fields (the
+    same ``quantile_cont``), rows in its order (model, nulls last, then bucket), without its
+    other metrics.
+
+    Raises:
+        ValueError: ``bucket_s`` < 1 or an empty range.
+    """
+    step = _step(bucket_s)
+    fields = [f for _label, f in ENGINE_SERIES]
+    aggs = ", ".join(f"quantile_cont({f}, {_QS}) AS q_{f}" for f in fields)
+    sql = (
+        f"SELECT model, start_unix_nano // {step} * {step} AS bucket_ns, {aggs} "
+        "FROM calls GROUP BY ALL ORDER BY model NULLS LAST, bucket_ns"
+    )
+    res = aggregate.aggregate_calls(
+        database_url,
+        lake,
+        [tenant],
+        sql,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        columns=["model", "start_unix_nano", *fields],
+    ).to_pylist()
+    cols = ["bucket", "group", "quantile", "value_ms"]
+    rows = [
+        {
+            "bucket": pd.to_datetime(r["bucket_ns"] / 1e9, unit="s", utc=True),
+            "group": f"{r['model'] or '?'} {label}",
+            "quantile": name,
+            "value_ms": r[f"q_{f}"][i] * 1000.0,
+        }
+        for r in res
+        for label, f in ENGINE_SERIES
+        for i, name in enumerate(_QNAMES)
+        if r[f"q_{f}"] is not None and r[f"q_{f}"][i] is not None
+    ]
+    return pd.DataFrame(rows, columns=cols)

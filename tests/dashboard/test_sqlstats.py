@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from collector.lake import layout, seal
+from collector.lake import stats as lake_stats
 from collector.lake.layout import default_lake_url
 from collector.store import bulk
 from dashboard import data, sqlstats, stats
@@ -37,8 +38,8 @@ RANGES: list[tuple[int, int, tuple[tuple[str, str], ...]]] = [
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, layout.Lake]]:
-    """Two tenants' calls with odd error types and GPU costs, sealed up to hour 6, the lake
-    where the dashboard looks for it (beside the database)."""
+    """Two tenants' calls with odd error types, GPU costs and engine latencies, sealed up to
+    hour 6, the lake where the dashboard looks for it (beside the database)."""
     url = f"sqlite:///{tmp_path_factory.mktemp('sqlstats')}/driftline.db"
     rng = np.random.default_rng(9)
     names = [c.name for c in bulk.CALLS.columns]
@@ -51,6 +52,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, layou
             rec["error_type"] = ODD_ERRORS[i % len(ODD_ERRORS)]
         if i % 3 == 0:
             rec["gpu_cost_usd"] = float(rng.random()) * 1e-3
+        if i % 2 == 0:  # engine-side latencies of the calls an engine served
+            rec["itl_p50_s"] = float(rng.exponential(0.02))
+            rec["server_ttft_s"] = float(rng.exponential(0.1))
         batch.append(tuple(rec[n] for n in names))
     calldata.load(url, batch)
     lake = layout.open_lake(default_lake_url(url))
@@ -171,6 +175,42 @@ def test_rate_limited_sql_decides_like_callstats(store: tuple[str, layout.Lake])
     assert {r["error_type"] for r in got} >= set(ODD_ERRORS) | {None}
     for r in got:
         assert r["limited"] == callstats.is_rate_limited(r["error_type"]), r
+
+
+@pytest.mark.parametrize("k", range(len(RANGES) - 1))
+def test_engine_latency_matches_call_stats_by_model_and_bucket(
+    store: tuple[str, layout.Lake], k: int
+) -> None:
+    """The Latency page's ITL / engine TTFT chart: what it built from ``call_stats`` rows."""
+    url, lake = store
+    since, until, _flt = RANGES[k]
+    rows = lake_stats.call_stats(
+        url,
+        lake,
+        "default",
+        source="raw",
+        group_by=["model"],
+        since_ns=since,
+        until_ns=until,
+        bucket_s=1800,
+    )
+    want = pd.DataFrame(
+        [
+            {
+                "bucket": pd.to_datetime(r["bucket_start_unix_s"], unit="s", utc=True),
+                "group": f"{r['model'] or '?'} {label}",
+                "quantile": p,
+                "value_ms": r[f"{f}_{p}"] * 1000.0,
+            }
+            for r in rows
+            for label, f in sqlstats.ENGINE_SERIES
+            for p in ("p50", "p95", "p99")
+            if r[f"{f}_{p}"] is not None
+        ]
+    )
+    got = sqlstats.engine_latency_over_time(url, lake, "default", since, until, 1800)
+    assert len(got) > 0
+    assert_same(got, want)
 
 
 def test_lake_is_where_the_dashboard_looks(store: tuple[str, layout.Lake]) -> None:
