@@ -1,8 +1,10 @@
 """The dashboard's data: every page reads through these cached query functions (no SQL in pages).
 
 They call the store's query functions (``collector.store.queries``, the lake's query layer
-``collector.lake.query`` for call frames, ``collector.ingest.feedback``, ``alerts``) and
-:mod:`dashboard.queries`, and cache results for :data:`CACHE_TTL_S` seconds keyed by their
+``collector.lake.query`` for call frames, ``collector.ingest.feedback``, ``alerts``),
+:mod:`dashboard.queries`, and :mod:`dashboard.sqlstats` for the traffic, latency and cost
+charts (aggregated in DuckDB over the sealed Parquet and the store's tail: a month of calls
+never becomes a pandas frame), and cache results for :data:`CACHE_TTL_S` seconds keyed by their
 arguments (``st.cache_data``).
 Times are unix nanoseconds (UTC) in arguments; durations seconds, money USD, tokens counts.
 Filters are passed as sorted ``(column, value)`` tuples so they hash.
