@@ -1,8 +1,10 @@
 """The dashboard's data: every page reads through these cached query functions (no SQL in pages).
 
 They call the store's query functions (``collector.store.queries``, the lake's query layer
-``collector.lake.query`` for call frames, ``collector.ingest.feedback``, ``alerts``) and
-:mod:`dashboard.queries`, and cache results for :data:`CACHE_TTL_S` seconds keyed by their
+``collector.lake.query`` for call frames, ``collector.ingest.feedback``, ``alerts``),
+:mod:`dashboard.queries`, and :mod:`dashboard.sqlstats` for the traffic, latency and cost
+charts (aggregated in DuckDB over the sealed Parquet and the store's tail: a month of calls
+never becomes a pandas frame), and cache results for :data:`CACHE_TTL_S` seconds keyed by their
 arguments (``st.cache_data``).
 Times are unix nanoseconds (UTC) in arguments; durations seconds, money USD, tokens counts.
 Filters are passed as sorted ``(column, value)`` tuples so they hash.
@@ -28,7 +30,7 @@ from collector.lake.layout import Lake
 from collector.settings import load_settings
 from collector.store import queries as store_queries
 from collector.store.engine import make_engine
-from dashboard import queries, stats
+from dashboard import queries, sqlstats, stats
 
 CACHE_TTL_S = 15
 #: :func:`call_page` looks in this last part of the range first (unix ns: one hour)
@@ -61,6 +63,12 @@ def tenants(database_url: str) -> list[str]:
 def oldest_recent_call_ns(database_url: str, tenant: str, since_ns: int) -> int | None:
     """Start (unix ns) of the tenant's oldest call since ``since_ns``; None without."""
     return queries.oldest_recent_call_ns(engine(database_url), tenant, since_ns)
+
+
+def _check_filters(filters: Filters) -> None:
+    unknown = [k for k, _v in filters if k not in queries.FILTER_COLUMNS]
+    if unknown:
+        raise ValueError(f"filters: unknown column {unknown[0]!r}")
 
 
 def _flags(v: Any) -> list[str]:
@@ -158,12 +166,12 @@ def calls(
 def traffic(
     database_url: str, tenant: str, since_ns: int, until_ns: int, filters: Filters = ()
 ) -> tuple[stats.TrafficSummary, pd.DataFrame]:
-    """Headline numbers of the window and the per-bucket series (see :mod:`dashboard.stats`)."""
-    df = calls(database_url, tenant, since_ns, until_ns, filters)
-    window_s = (until_ns - since_ns) / 1e9
-    bucket = stats.bucket_size_s(window_s, max_buckets=60)
-    return stats.summarize(df, stats.observed_span_s(df, since_ns, until_ns)), (
-        stats.traffic_over_time(df, bucket)
+    """Headline numbers of the window and the per-bucket series (see :mod:`dashboard.stats`),
+    aggregated where the calls lie (:func:`dashboard.sqlstats.traffic`)."""
+    _check_filters(filters)
+    bucket = stats.bucket_size_s((until_ns - since_ns) / 1e9, max_buckets=60)
+    return sqlstats.traffic(
+        database_url, lake(database_url), tenant, since_ns, until_ns, dict(filters), bucket
     )
 
 
@@ -176,10 +184,13 @@ def latency_percentiles(
     filters: Filters = (),
     by: tuple[str, ...] = ("model", "variant"),
 ) -> pd.DataFrame:
-    """TTFT / TPOT / queue / prefill / decode / e2e percentiles per bucket and group (s)."""
-    df = calls(database_url, tenant, since_ns, until_ns, filters)
+    """TTFT / TPOT / queue / prefill / decode / e2e percentiles per bucket and group (s),
+    aggregated where the calls lie (:func:`dashboard.sqlstats.percentiles_over_time`)."""
+    _check_filters(filters)
     bucket = stats.bucket_size_s((until_ns - since_ns) / 1e9, max_buckets=48)
-    return stats.percentiles_over_time(df, bucket, by=by)
+    return sqlstats.percentiles_over_time(
+        database_url, lake(database_url), tenant, since_ns, until_ns, dict(filters), bucket, by
+    )
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
@@ -195,16 +206,10 @@ def engine_samples(database_url: str, tenant: str, since_ns: int, until_ns: int)
 def cost(
     database_url: str, tenants_: tuple[str, ...], since_ns: int, until_ns: int, by: tuple[str, ...]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Cost breakdown by ``by`` (may include ``tenant``) and the USD per 1k tokens trend."""
-    frames = []
-    for t in tenants_:
-        df = calls(database_url, t, since_ns, until_ns)
-        frames.append(df.assign(tenant=t))
-    all_calls = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if all_calls.empty:
-        return stats.cost_breakdown(all_calls, by), stats.cost_per_1k_over_time(all_calls, 60, by)
+    """Cost breakdown by ``by`` (may include ``tenant``) and the USD per 1k tokens trend,
+    aggregated where the calls lie (:func:`dashboard.sqlstats.cost`)."""
     bucket = stats.bucket_size_s((until_ns - since_ns) / 1e9, max_buckets=48)
-    return stats.cost_breakdown(all_calls, by), stats.cost_per_1k_over_time(all_calls, bucket, by)
+    return sqlstats.cost(database_url, lake(database_url), tenants_, since_ns, until_ns, by, bucket)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
@@ -220,7 +225,11 @@ def feedback_rates(
     """Feedback events per 100 calls by ``by`` and kind (calls' ``trace_id`` read only when
     there is feedback to attribute)."""
     events = feedback(database_url, tenant, since_ns, until_ns)
-    columns = (by,) if events.empty else ("trace_id", by)
+    if events.empty:  # calls per value of ``by`` only: counted where the calls lie
+        return sqlstats.variant_counts(
+            database_url, lake(database_url), tenant, since_ns, until_ns, by
+        )
+    columns = ("trace_id", by)
     return stats.feedback_rates(
         calls(database_url, tenant, since_ns, until_ns, columns=columns), events, by
     )

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from collector.lake import manifest, query, rollup, summary
+from collector.lake import aggregate, manifest, query, rollup, summary
 from collector.lake.layout import HOUR_NS, Lake
 from collector.store import analytics, arrowfetch, callstats
 from collector.store.arrowfetch import FETCH_SLICES
@@ -238,4 +238,60 @@ def call_stats(
     return rows
 
 
-__all__ = ["Source", "call_stats"]
+def exact_call_stats(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    groupings: Sequence[tuple[Sequence[str], float | None]],
+    *,
+    since_ns: int,
+    until_ns: int,
+    filters: Mapping[str, str | None] | None = None,
+) -> list[list[dict[str, Any]]]:
+    """For each ``(group_by, bucket_s)`` of ``groupings``, the rows of :func:`call_stats` with
+    ``source="raw"`` (exact) over the tenant's calls in ``[since_ns, until_ns)``, all from one
+    read: the unsealed tail of the store is read once and the sealed hours are scanned by
+    DuckDB in place (:func:`collector.lake.aggregate.register_calls`), not fetched into Arrow
+    once per grouping. Rows equal :func:`call_stats`'s up to the order in which a sum adds
+    floating-point values (USD sums, cost per 1k tokens: last bits).
+
+    Raises:
+        ValueError: as :func:`call_stats` for any grouping; an empty range.
+    """
+    keyed = [
+        (callstats.validate_group_by(g, bucket_s=b, all_tenants=False), b) for g, b in groupings
+    ]
+    analytics.validate_range(since_ns, until_ns)
+    flt = analytics.validate_filters(filters)
+    names: list[str] = []
+    for keys, _b in keyed:
+        names += callstats.needed_columns(keys, need_end=False)
+    con = query.cursor()
+    try:
+        con.register("votes", analytics.fetch_votes(database_url, tenant, since_ns, until_ns, flt))
+        aggregate.register_calls(
+            con,
+            database_url,
+            lake,
+            [tenant],
+            since_ns=since_ns,
+            until_ns=until_ns,
+            columns=list(dict.fromkeys(names)),
+            filters=filters,
+        )
+        out = []
+        for keys, bucket_s in keyed:
+            bucket_ns = None if bucket_s is None else round(bucket_s * 1e9)
+            rows = callstats.aggregate(
+                con, keys, bucket_ns=bucket_ns, since_ns=since_ns, until_ns=until_ns
+            )
+            for r in rows:
+                r["source"] = "raw"
+                r["quantile_relative_error"] = 0.0
+            out.append(rows)
+        return out
+    finally:
+        con.close()
+
+
+__all__ = ["Source", "call_stats", "exact_call_stats"]

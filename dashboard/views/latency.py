@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from collector.lake import stats as lake_stats
-from dashboard import charts, data, stats, ui
+from dashboard import charts, data, sqlstats, stats, ui
 
 #: ``call_stats`` fields shown side by side: the caller's view and the engine's
 SIDE_BY_SIDE = {
@@ -62,25 +62,35 @@ else:
 
 @st.cache_data(ttl=data.CACHE_TTL_S, show_spinner=False)
 def call_stats(
-    database_url: str, tenant: str, since_ns: int, until_ns: int, bucket_s: int | None
+    database_url: str, tenant: str, since_ns: int, until_ns: int
 ) -> list[dict[str, Any]]:
-    """:func:`collector.lake.stats.call_stats` by model (and bucket), as the API serves: sealed
-    hours from the lake, the rest from the store; exact (``source="raw"``), as the page showed
-    when it read the store alone."""
-    return lake_stats.call_stats(
+    """:func:`collector.lake.stats.call_stats` by model, as the API serves it exact
+    (``source="raw"``; :func:`collector.lake.stats.exact_call_stats`: sealed hours scanned in
+    the lake, the rest from the store)."""
+    return lake_stats.exact_call_stats(
         database_url,
         data.lake(database_url),
         tenant,
-        source="raw",
-        group_by=["model"],
+        [(["model"], None)],
         since_ns=since_ns,
         until_ns=until_ns,
-        bucket_s=bucket_s,
+    )[0]
+
+
+@st.cache_data(ttl=data.CACHE_TTL_S, show_spinner=False)
+def engine_latency(
+    database_url: str, tenant: str, since_ns: int, until_ns: int, bucket_s: int
+) -> pd.DataFrame:
+    """Per-bucket ITL and engine TTFT percentiles by model
+    (:func:`dashboard.sqlstats.engine_latency_over_time`, the values ``call_stats`` by model
+    and bucket has for them, without computing its other metrics)."""
+    return sqlstats.engine_latency_over_time(
+        database_url, data.lake(database_url), tenant, since_ns, until_ns, bucket_s
     )
 
 
 st.subheader("Caller vs engine: TTFT, e2e, queue, inter-token latency")
-overall = call_stats(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, None)
+overall = call_stats(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns)
 if not overall:
     ui.no_data("calls", f"No call in the {ctx.range_label}.")
 else:
@@ -110,21 +120,7 @@ else:
         "tokens. Blank rows: nobody reported that latency."
     )
     bucket = stats.bucket_size_s((ctx.until_ns - ctx.since_ns) / 1e9, max_buckets=48)
-    rows = call_stats(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, bucket)
-    itl = pd.DataFrame(
-        [
-            {
-                "bucket": pd.to_datetime(r["bucket_start_unix_s"], unit="s", utc=True),
-                "group": f"{r['model'] or '?'} {label}",
-                "quantile": p,
-                "value_ms": r[f"{f}_{p}"] * 1000.0,
-            }
-            for r in rows
-            for label, f in (("ITL", "itl_p50_s"), ("engine TTFT", "server_ttft_s"))
-            for p in ("p50", "p95", "p99")
-            if r[f"{f}_{p}"] is not None
-        ]
-    )
+    itl = engine_latency(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, bucket)
     if not itl.empty:
         charts.show(
             charts.line(

@@ -1,0 +1,372 @@
+"""The dashboard's chart aggregations computed inside DuckDB, over the calls where they lie
+(:func:`collector.lake.aggregate.aggregate_calls`: sealed Parquet plus the store's hot tail),
+instead of over a pandas frame of every call.
+
+Each function returns what its :mod:`dashboard.stats` counterpart returns for the frame of the
+same calls (same columns, dtypes, row order and definitions; ``tests/dashboard/test_sqlstats.py``
+compares them on one store): counts, token sums and rates exactly, percentiles as DuckDB's
+``quantile_cont`` (the same definition 7 as pandas), floating-point sums (USD) up to the order
+in which rows are added. Times are unix nanoseconds in arguments, seconds in rates, USD.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from collector.lake import aggregate
+from collector.lake.layout import Lake
+from collector.store import callstats
+from dashboard import stats
+
+#: the characters Python's ``str.strip()`` removes (``str.isspace``): trimmed off an
+#: ``error_type`` before it is compared, as :func:`collector.store.callstats.is_rate_limited`
+#: does
+_WHITESPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
+_KINDS = ", ".join(f"'{k}'" for k in sorted(callstats.REJECTION_ERROR_TYPES))
+#: SQL of "this call was rate-limited" (:data:`collector.store.callstats.REJECTION_ERROR_TYPES`)
+RATE_LIMITED_SQL = f"coalesce(lower(trim(error_type, '{_WHITESPACE}')) IN ({_KINDS}), false)"
+_KNOWN_TOKENS = "(input_tokens IS NOT NULL OR output_tokens IS NOT NULL)"
+_TOKENS = "(coalesce(input_tokens, 0) + coalesce(output_tokens, 0))"
+_UNPRICED = "coalesce(is_unpriced, 0) <> 0"
+_QS = "[" + ", ".join(repr(float(q)) for q in stats.QUANTILES) + "]"
+_QNAMES = [f"p{round(q * 100)}" for q in stats.QUANTILES]
+
+
+def _step(bucket_s: int) -> int:
+    if bucket_s < 1:
+        raise ValueError("bucket_s must be at least 1")
+    return bucket_s * 1_000_000_000
+
+
+def _label_sql(by: Sequence[str]) -> str:
+    """SQL of :func:`dashboard.stats.group_label` (``"?"`` for an unknown value)."""
+    if not by:
+        return "'all'"
+    return " || ' / ' || ".join(f"coalesce(CAST(\"{c}\" AS VARCHAR), '?')" for c in by)
+
+
+def _quantiles(values: object) -> dict[str, float | None]:
+    """``{"p50": ..}`` of a ``quantile_cont`` list (None: no known value)."""
+    if values is None:
+        return dict.fromkeys(_QNAMES)
+    return {n: _opt(v) for n, v in zip(_QNAMES, list(values), strict=True)}  # type: ignore[call-overload]
+
+
+def _opt(v: float | None) -> float | None:
+    return None if v is None or math.isnan(v) else float(v)
+
+
+def traffic(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    filters: Mapping[str, str],
+    bucket_s: int,
+) -> tuple[stats.TrafficSummary, pd.DataFrame]:
+    """(:func:`dashboard.stats.summarize` over :func:`dashboard.stats.observed_span_s`,
+    :func:`dashboard.stats.traffic_over_time` per ``bucket_s`` seconds) of the tenant's calls
+    in ``[since_ns, until_ns)`` matching ``filters``: one scan, both groupings.
+
+    Raises:
+        ValueError: ``bucket_s`` < 1, an empty range or a bad filter.
+    """
+    step = _step(bucket_s)
+    metrics = ", ".join(f"quantile_cont({m}, {_QS}) AS q_{m}" for m in ("ttft_s", "tpot_s"))
+    sql = f"""
+SELECT grouping(b) AS whole, b AS bucket_ns, count(*) AS calls,
+  count_if(status = 'error')::BIGINT AS errors,
+  count_if({RATE_LIMITED_SQL})::BIGINT AS limited,
+  count_if({_KNOWN_TOKENS})::BIGINT AS n_tokens,
+  sum({_TOKENS}) FILTER (WHERE {_KNOWN_TOKENS})::DOUBLE AS tokens,
+  sum(cost_usd) AS cost_usd, {metrics},
+  count_if({_UNPRICED})::BIGINT AS unpriced, min(start_unix_nano) AS first_ns
+FROM (SELECT *, start_unix_nano // {step} * {step} AS b FROM calls)
+GROUP BY GROUPING SETS ((b), ())
+ORDER BY whole DESC, bucket_ns"""
+    cols = ["start_unix_nano", "status", "error_type", "input_tokens", "output_tokens"]
+    cols += ["cost_usd", "ttft_s", "tpot_s", "is_unpriced"]
+    res = aggregate.aggregate_calls(
+        database_url,
+        lake,
+        [tenant],
+        sql,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        columns=cols,
+        filters=filters,
+    ).to_pylist()
+    whole, buckets = res[0], res[1:]
+    n = int(whole["calls"])
+    if n == 0:
+        empty = stats.summarize(pd.DataFrame(), 1.0)
+        return empty, stats.traffic_over_time(pd.DataFrame(), bucket_s)
+    first = max(int(whole["first_ns"]), since_ns)
+    window_s = max((until_ns - first) / 1e9, 1.0)
+    summary = stats.TrafficSummary(
+        calls=n,
+        requests_per_s=n / window_s,
+        error_rate=whole["errors"] / n,
+        rate_limited_rate=whole["limited"] / n,
+        ttft_s=_quantiles(whole["q_ttft_s"]),
+        tpot_s=_quantiles(whole["q_tpot_s"]),
+        tokens_per_s=whole["tokens"] / window_s if whole["n_tokens"] else None,
+        cost_usd=_opt(whole["cost_usd"]),
+        unpriced_calls=int(whole["unpriced"]),
+    )
+    calls = np.array([r["calls"] for r in buckets], dtype="int64")
+
+    def col(key: str) -> np.ndarray:
+        return np.array([np.nan if r[key] is None else r[key] for r in buckets], dtype="float64")
+
+    out = pd.DataFrame(
+        {
+            "bucket": pd.to_datetime(
+                np.array([r["bucket_ns"] for r in buckets], dtype="int64"), unit="ns", utc=True
+            ),
+            "calls": calls,
+            "requests_per_s": calls / bucket_s,
+            "error_rate": np.array([r["errors"] for r in buckets], dtype="float64") / calls,
+            "rate_limited_rate": np.array([r["limited"] for r in buckets], dtype="float64") / calls,
+            "tokens_per_s": col("tokens") / bucket_s,
+            "cost_usd": col("cost_usd"),
+        }
+    )
+    for m in ("ttft_s", "tpot_s"):
+        qs = [r[f"q_{m}"] or [None] * len(_QNAMES) for r in buckets]
+        for i, name in enumerate(_QNAMES):
+            out[f"{m}_{name}"] = np.array(
+                [np.nan if q[i] is None else q[i] for q in qs], dtype="float64"
+            )
+    return summary, out
+
+
+def percentiles_over_time(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    filters: Mapping[str, str],
+    bucket_s: int,
+    by: Sequence[str] = ("model", "variant"),
+) -> pd.DataFrame:
+    """:func:`dashboard.stats.percentiles_over_time` of the tenant's calls in
+    ``[since_ns, until_ns)`` matching ``filters``: long frame ``bucket, group, metric,
+    quantile, value_s, n``.
+
+    Raises:
+        ValueError: ``bucket_s`` < 1, an empty range or a bad filter.
+    """
+    step = _step(bucket_s)
+    metrics = stats.LATENCY_METRICS
+    aggs = ", ".join(
+        f'count("{m}") AS "n_{m}", quantile_cont("{m}", {_QS}) AS "q_{m}"' for m in metrics
+    )
+    sql = (
+        f"SELECT start_unix_nano // {step} * {step} AS bucket_ns, {_label_sql(by)} AS label, "
+        f"{aggs} FROM calls GROUP BY ALL ORDER BY bucket_ns, label"
+    )
+    res = aggregate.aggregate_calls(
+        database_url,
+        lake,
+        [tenant],
+        sql,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        columns=["start_unix_nano", *by, *metrics],
+        filters=filters,
+    ).to_pandas()
+    cols = ["bucket", "group", "metric", "quantile", "value_s", "n"]
+    frames = []
+    for m in metrics:
+        have = res[res[f"n_{m}"] > 0]
+        if have.empty:
+            continue
+        values = np.array(have[f"q_{m}"].tolist(), dtype="float64")
+        for i, name in enumerate(_QNAMES):
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "bucket_ns": have["bucket_ns"].to_numpy(dtype="int64"),
+                        "group": have["label"].to_numpy(dtype="object"),
+                        "value_s": values[:, i],
+                        "n": have[f"n_{m}"].to_numpy(dtype="int64"),
+                        "metric": m,
+                        "quantile": name,
+                    }
+                )
+            )
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(frames, ignore_index=True)
+    out["bucket"] = pd.to_datetime(out["bucket_ns"].to_numpy(dtype="int64"), unit="ns", utc=True)
+    return out[cols]
+
+
+def cost(
+    database_url: str,
+    lake: Lake | None,
+    tenants: Sequence[str],
+    since_ns: int,
+    until_ns: int,
+    by: Sequence[str],
+    bucket_s: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(:func:`dashboard.stats.cost_breakdown`, :func:`dashboard.stats.cost_per_1k_over_time`
+    per ``bucket_s``) of the calls of ``tenants`` in ``[since_ns, until_ns)``, grouped by
+    ``by`` (columns of a call frame, or ``tenant``): one scan, both groupings.
+
+    Raises:
+        ValueError: ``bucket_s`` < 1 or an empty range.
+    """
+    step = _step(bucket_s)
+    keys = ", ".join(f'coalesce(CAST("{c}" AS VARCHAR), \'?\') AS "k_{c}"' for c in by)
+    row_usd = (
+        "CASE WHEN cost_usd IS NULL AND gpu_cost_usd IS NULL THEN NULL "
+        "ELSE coalesce(cost_usd, 0) + coalesce(gpu_cost_usd, 0) END"
+    )
+    key_set = ", ".join(f'"k_{c}"' for c in by)
+    sql = f"""
+SELECT grouping(bucket_ns) AS per_group, {key_set}, bucket_ns, label, count(*) AS calls,
+  sum({_TOKENS})::DOUBLE AS tokens, sum(cost_usd) AS cost_usd,
+  sum(gpu_cost_usd) AS gpu_cost_usd, sum(usd) AS usd,
+  count_if({_UNPRICED})::BIGINT AS unpriced_calls
+FROM (SELECT *, {keys}, start_unix_nano // {step} * {step} AS bucket_ns,
+        {_label_sql(by)} AS label, {row_usd} AS usd FROM calls)
+GROUP BY GROUPING SETS (({key_set}), (bucket_ns, label))
+ORDER BY per_group, bucket_ns, label"""
+    columns = ["start_unix_nano", *by, "input_tokens", "output_tokens"]
+    columns += ["cost_usd", "gpu_cost_usd", "is_unpriced"]
+    res = aggregate.aggregate_calls(
+        database_url,
+        lake,
+        list(tenants),
+        sql,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        columns=columns,
+    ).to_pandas()
+    groups = res[res["per_group"] == 1]
+    trend = res[res["per_group"] == 0]
+    if groups.empty:
+        empty = pd.DataFrame()
+        return stats.cost_breakdown(empty, by), stats.cost_per_1k_over_time(empty, bucket_s, by)
+    # the breakdown: groups in key order (as pandas' groupby), then by total as there
+    table = pd.DataFrame({c: groups[f"k_{c}"].to_numpy(dtype="object") for c in by})
+    table["calls"] = groups["calls"].to_numpy(dtype="int64")
+    table["tokens"] = groups["tokens"].to_numpy(dtype="float64")
+    table["cost_usd"] = groups["cost_usd"].to_numpy(dtype="float64", na_value=np.nan)
+    table["gpu_cost_usd"] = groups["gpu_cost_usd"].to_numpy(dtype="float64", na_value=np.nan)
+    table["unpriced_calls"] = groups["unpriced_calls"].to_numpy(dtype="int64")
+    table = table.sort_values(list(by), kind="stable").reset_index(drop=True)
+    table["total_usd"] = table[["cost_usd", "gpu_cost_usd"]].sum(axis=1, min_count=1)
+    per_k = table["total_usd"] / (table["tokens"] / 1000.0)
+    table["usd_per_1k_tokens"] = per_k.where(table["tokens"] > 0)
+    cols = [*by, "calls", "tokens", "cost_usd", "gpu_cost_usd", "total_usd"]
+    cols += ["usd_per_1k_tokens", "unpriced_calls"]
+    table = table[cols].sort_values("total_usd", ascending=False, na_position="last")
+    usd = trend["usd"].to_numpy(dtype="float64", na_value=np.nan)
+    tokens = trend["tokens"].to_numpy(dtype="float64")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_1k = np.where(tokens > 0, usd / (tokens / 1000.0), np.nan)
+    keep = ~np.isnan(per_1k)
+    out = pd.DataFrame(
+        {
+            "bucket": pd.to_datetime(
+                trend["bucket_ns"].to_numpy(dtype="int64")[keep], unit="ns", utc=True
+            ),
+            "group": trend["label"].to_numpy(dtype="object")[keep],
+            "usd_per_1k_tokens": per_1k[keep],
+        }
+    )
+    return table, out
+
+
+def variant_counts(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    by: str = "variant",
+) -> pd.DataFrame:
+    """:func:`dashboard.stats.feedback_rates` without feedback events: ``by, calls`` (``"?"``
+    for an unknown value), sorted by ``by``.
+
+    Raises:
+        ValueError: an empty range or an unknown column ``by``.
+    """
+    sql = (
+        f'SELECT coalesce(CAST("{by}" AS VARCHAR), \'?\') AS "{by}", count(*) AS calls '
+        f'FROM calls GROUP BY ALL ORDER BY "{by}"'
+    )
+    res = aggregate.aggregate_calls(
+        database_url, lake, [tenant], sql, since_ns=since_ns, until_ns=until_ns, columns=[by]
+    ).to_pandas()
+    return pd.DataFrame(
+        {by: res[by].to_numpy(dtype="object"), "calls": res["calls"].to_numpy(dtype="int64")}
+    )
+
+
+#: (label, field) of the Latency page's per-bucket chart of engine-side latencies
+ENGINE_SERIES: tuple[tuple[str, str], ...] = (
+    ("ITL", "itl_p50_s"),
+    ("engine TTFT", "server_ttft_s"),
+)
+
+
+def engine_latency_over_time(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    bucket_s: int,
+) -> pd.DataFrame:
+    """Long frame ``bucket, group, quantile, value_ms``: per ``bucket_s`` bucket and model
+    (``"?"`` unknown), the p50 / p95 / p99 (ms) over calls of each :data:`ENGINE_SERIES` field
+    (``group`` = ``"<model> <label>"``), buckets without a known value left out; the values
+    :func:`collector.lake.stats.call_stats` by model and bucket gives for these fields (the
+    same ``quantile_cont``), rows in its order (model, nulls last, then bucket), without its
+    other metrics.
+
+    Raises:
+        ValueError: ``bucket_s`` < 1 or an empty range.
+    """
+    step = _step(bucket_s)
+    fields = [f for _label, f in ENGINE_SERIES]
+    aggs = ", ".join(f"quantile_cont({f}, {_QS}) AS q_{f}" for f in fields)
+    sql = (
+        f"SELECT model, start_unix_nano // {step} * {step} AS bucket_ns, {aggs} "
+        "FROM calls GROUP BY ALL ORDER BY model NULLS LAST, bucket_ns"
+    )
+    res = aggregate.aggregate_calls(
+        database_url,
+        lake,
+        [tenant],
+        sql,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        columns=["model", "start_unix_nano", *fields],
+    ).to_pylist()
+    cols = ["bucket", "group", "quantile", "value_ms"]
+    rows = [
+        {
+            "bucket": pd.to_datetime(r["bucket_ns"] / 1e9, unit="s", utc=True),
+            "group": f"{r['model'] or '?'} {label}",
+            "quantile": name,
+            "value_ms": r[f"q_{f}"][i] * 1000.0,
+        }
+        for r in res
+        for label, f in ENGINE_SERIES
+        for i, name in enumerate(_QNAMES)
+        if r[f"q_{f}"] is not None and r[f"q_{f}"][i] is not None
+    ]
+    return pd.DataFrame(rows, columns=cols)
