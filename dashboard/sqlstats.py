@@ -12,7 +12,6 @@ in which rows are added. Times are unix nanoseconds in arguments, seconds in rat
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -23,10 +22,9 @@ from collector.lake.layout import Lake
 from collector.store import callstats
 from dashboard import stats
 
-#: the characters Python's ``str.strip()`` removes (``str.isspace``): trimmed off an
-#: ``error_type`` before it is compared, as :func:`collector.store.callstats.is_rate_limited`
-#: does
-_WHITESPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
+#: the blanks trimmed off an ``error_type`` before it is compared, as
+#: :func:`collector.store.callstats.is_rate_limited` and the store's SQL do
+_WHITESPACE = callstats.ERROR_TYPE_BLANKS
 _KINDS = ", ".join(f"'{k}'" for k in sorted(callstats.REJECTION_ERROR_TYPES))
 #: SQL of "this call was rate-limited" (:data:`collector.store.callstats.REJECTION_ERROR_TYPES`)
 RATE_LIMITED_SQL = f"coalesce(lower(trim(error_type, '{_WHITESPACE}')) IN ({_KINDS}), false)"
