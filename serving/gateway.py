@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -46,6 +47,7 @@ from serving.fleet import Fleet
 from serving.fleet_config import ReplicaSpec
 from serving.proxy import proxy
 from serving.ratelimit import TenantLimiter
+from serving.relay import LeanStreamingResponse
 from serving.replies import error_response
 from serving.resolve import (
     ROLLOUT_HEADER,
@@ -124,7 +126,9 @@ class Gateway:
                 await self.fleet.check_all(self.session)
 
     async def start(self) -> None:
-        """Open the replica and collector HTTP clients; start health checks of a fleet."""
+        """Open the replica and collector HTTP clients; start health checks of a fleet; freeze
+        the start-up heap (:func:`freeze_startup_heap`)."""
+        freeze_startup_heap()
         # keep-alive shorter than the engines' (uvicorn/vLLM: 5 s) so the gateway never
         # reuses a connection the engine is closing (the ReadError under load); a stale one
         # still gets one retry (proxy._send)
@@ -188,6 +192,28 @@ class Gateway:
         return target.rollout, decision.variant
 
 
+_frozen = False
+
+
+def freeze_startup_heap() -> None:
+    """Collect once, then move every object alive now out of the cyclic collector's view
+    (:func:`gc.freeze`); once per process.
+
+    Modules, the app and its configuration live as long as the process, yet every full
+    (generation 2) collection traverses them: measured on the gateway after start-up, ~77k
+    tracked objects and 30-100 ms per full collection on 2 busy cores, a pause of the event
+    loop and so of every stream. Frozen, a full collection traverses only what was allocated
+    since. Collection thresholds stay at CPython's defaults: in ``benchmarks/gateway.py`` at
+    concurrency 50 the young collections take ~1 % of the gateway's CPU, too little to tune.
+    """
+    global _frozen
+    if _frozen:
+        return
+    _frozen = True
+    gc.collect()
+    gc.freeze()
+
+
 #: ``path -> gen_ai.operation.name`` of the proxied POST routes (:class:`GatewayApp`).
 PROXIED: dict[str, str] = {
     "/v1/chat/completions": "chat",
@@ -237,10 +263,12 @@ async def _hot(
     except Exception:
         await error_response(500, "internal_error", "internal server error")(scope, receive, send)
         raise
+    # a streamed response reports its own start: no wrapper coroutine per relayed chunk
+    lean = response if isinstance(response, LeanStreamingResponse) else None
     try:
-        await response(scope, receive, tracked)
+        await response(scope, receive, tracked if lean is None else send)
     except Exception:
-        if not started:
+        if not (started if lean is None else lean.started):
             await error_response(500, "internal_error", "internal server error")(
                 scope, receive, send
             )

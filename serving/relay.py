@@ -146,6 +146,9 @@ class LeanStreamingResponse(Response):
         super().__init__(None, status_code=status_code, headers=headers, media_type=media_type)
         self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
         self.body_iter = body
+        #: True once ``http.response.start`` was handed to the server (an error after it can
+        #: no longer become a 500 response)
+        self.started = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
@@ -159,6 +162,7 @@ class LeanStreamingResponse(Response):
 
         watcher = asyncio.create_task(watch())
         try:
+            self.started = True
             await send(
                 {
                     "type": "http.response.start",
