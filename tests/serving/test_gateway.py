@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import threading
 from collections import Counter
 from collections.abc import Callable
 
@@ -265,3 +267,68 @@ def test_bad_requests_and_models_listing(make_gateway: Callable[..., RunningGate
     assert {"base", "lora-a", "lora-b", "bot"} <= set(models)
     assert models["bot"]["driftline_variants"] == ["base"]
     assert gw.spans.get_finished_spans() == ()
+
+
+def _scripted_engine(script: list[str]) -> tuple[str, threading.Thread, list[bytes]]:
+    """A raw-socket engine: for each accepted connection, ``script`` says per request
+    ``"ok"`` (a JSON chat completion, connection kept) or ``"drop"`` (close unanswered)."""
+    answer = json.dumps(
+        {
+            "id": "chatcmpl-raw",
+            "object": "chat.completion",
+            "model": "base",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "hi"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+        }
+    ).encode()
+    reply = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
+        len(answer),
+        answer,
+    )
+    lsock = socket.create_server(("127.0.0.1", 0))
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        steps = iter(script)
+        with lsock:
+            for first in steps:
+                step: str | None = first
+                conn, _ = lsock.accept()
+                with conn:
+                    while step is not None:
+                        data = b""
+                        while b"\r\n\r\n" not in data or not data.endswith(b"}"):
+                            data += conn.recv(65536)
+                        seen.append(data)
+                        if step == "drop":
+                            break
+                        conn.sendall(reply)
+                        step = next(steps, None)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return f"http://127.0.0.1:{lsock.getsockname()[1]}", t, seen
+
+
+def test_stale_keepalive_connection_is_retried_without_ejection(
+    make_gateway: Callable[..., RunningGateway],
+) -> None:
+    # connection 1 answers one request, then closes on the next unanswered (the engine's
+    # keep-alive timer firing as the gateway reuses it); connection 2 answers
+    url, thread, seen = _scripted_engine(["ok", "drop", "ok"])
+    gw = make_gateway(ab_config(), engine_url=url)
+    for _ in range(2):
+        r = httpx.post(f"{gw.url}/v1/chat/completions", json={**CHAT, "model": "bot"})
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "hi"
+    thread.join(5)
+    assert len(seen) == 3  # the second request was sent twice
+    (replica,) = gw.app.gateway.fleet.replicas
+    assert replica.failures == 0 and replica.ejected_until == 0.0
+    spans = gw.spans.get_finished_spans()
+    assert len(spans) == 2 and all("error.type" not in attrs(s) for s in spans)
