@@ -112,18 +112,40 @@ def _pooled_t(ref: NDArray[np.float64], cur: NDArray[np.float64]) -> tuple[float
     return t, float(2.0 * stats.t.sf(abs(t), df))
 
 
-def average_ranks(x: NDArray[np.float64]) -> NDArray[np.float64]:
+def average_ranks(
+    x: NDArray[np.float64], order: NDArray[np.intp] | None = None
+) -> NDArray[np.float64]:
     """Ranks 1..n of ``x`` (shape (n,), finite), ties given their average rank: equal to
     ``scipy.stats.rankdata(x)`` (method ``average``) value for value, since every rank is an
     integer or a half-integer, exact in float64; one unstable sort instead of a stable argsort
-    (2-3x faster on 100k values)."""
-    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    return (ends - (counts - 1) / 2.0)[inverse.reshape(-1)]
+    (2-3x faster on 100k values).
+
+    ``order``: an argsort of ``x`` already at hand (any, ties in any order; shape (n,)): no
+    sort here, the same ranks. Raises ValueError when it does not sort ``x``.
+    """
+    if order is None:
+        _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+        ends = np.cumsum(counts)
+        return (ends - (counts - 1) / 2.0)[inverse.reshape(-1)]
+    if order.shape != x.shape:
+        raise ValueError(f"order must have the shape of x, {order.shape} != {x.shape}")
+    ordered = x[order]
+    if ordered.size and not np.all(ordered[1:] >= ordered[:-1]):
+        raise ValueError("order must be an argsort of x")
+    # a run of ties at sorted positions a..b-1 holds ranks a+1..b: its average is (a+1+b)/2
+    new_run = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1], [True]]))
+    starts, stops = new_run[:-1], new_run[1:]
+    out = np.empty(x.size, dtype=np.float64)
+    out[order] = np.repeat((starts + 1 + stops) / 2.0, stops - starts)
+    return out
 
 
 def block_rank_test(
-    reference: ArrayLike, current: ArrayLike, *, min_samples: int = 30
+    reference: ArrayLike,
+    current: ArrayLike,
+    *,
+    min_samples: int = 30,
+    order: NDArray[np.intp] | None = None,
 ) -> DriftResult:
     """Block-calibrated rank test of a numeric signal (see the module docstring).
 
@@ -131,6 +153,9 @@ def block_rank_test(
         reference: shape (n_ref,), finite values **in time order** (oldest first), any unit.
         current: shape (n_cur,), same unit, in time order.
         min_samples: fewest values per window for a verdict.
+        order: an argsort of ``concatenate([reference, current])`` already at hand (the
+            caller's one sort of the column, :func:`drift.colwindow.prepare`): the pooled
+            ranks come from it without another sort; the result is the same.
 
     Returns:
         ``DriftResult`` (method ``block_rank_t``): ``statistic`` = the t of the smaller of the
@@ -140,18 +165,25 @@ def block_rank_test(
         :data:`MIN_BLOCK_SIZE` calls.
 
     Raises:
-        ValueError: non-finite values, wrong shape, ``min_samples`` < 1.
+        ValueError: non-finite values, wrong shape, ``min_samples`` < 1, an ``order`` that
+            does not sort the two windows.
     """
     if min_samples < 1:
         raise ValueError(f"min_samples must be >= 1, got {min_samples!r}")
     ref, cur = _arr(reference, "reference"), _arr(current, "current")
+    if order is not None and order.shape != (ref.size + cur.size,):
+        raise ValueError(f"order must have shape ({ref.size + cur.size},), got {order.shape}")
     size, k_r, k_c = block_layout(ref.size, cur.size)
     if ref.size < min_samples or cur.size < min_samples or size == 0:
         return insufficient(BLOCK_METHOD, "pvalue", _ALPHA, ref.size, cur.size)
     ref_used = ref[ref.size - k_r * size :]  # newest full blocks of the reference
     cur_used = cur[: k_c * size]
     pooled = np.concatenate([ref_used, cur_used])
-    u = (average_ranks(pooled) - 0.5) / pooled.size
+    sub = None
+    if order is not None:  # the used calls are positions lo..hi-1 of the two windows
+        lo, hi = ref.size - k_r * size, ref.size + k_c * size
+        sub = order[(order >= lo) & (order < hi)] - lo
+    u = (average_ranks(pooled, sub) - 0.5) / pooled.size
     spread = np.abs(2.0 * u - 1.0)
     loc_b = u.reshape(-1, size).mean(axis=1)
     spr_b = spread.reshape(-1, size).mean(axis=1)

@@ -14,7 +14,12 @@ from numpy.typing import NDArray
 from scipy.spatial.distance import jensenshannon
 
 from drift.colwindow import ColumnWindow, Prepared, check_counts, distinct_sorted, prepare, shares
-from drift.distances import MAX_UNBINNED_VALUES, psi_test, smooth_shares, wasserstein_test
+from drift.distances import (
+    MAX_UNBINNED_VALUES,
+    normed_wasserstein_sorted,
+    psi_test,
+    smooth_shares,
+)
 from drift.twosample import DriftResult
 
 
@@ -92,7 +97,7 @@ def column_detail(
         if result.method == "wasserstein" and result.statistic is not None:
             wd: float | None = result.statistic
         else:
-            wd = wasserstein_test(ref, cur, min_samples=1).statistic
+            wd = normed_wasserstein_sorted(ref, cur)  # = wasserstein_test(...).statistic
         if prep.ref_distinct > MAX_UNBINNED_VALUES:
             # binned_shares' Sturges edges over ref ∪ cur, counted with one searchsorted each
             lo, hi = min(ref[0], cur[0]), max(ref[-1], cur[-1])

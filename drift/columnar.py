@@ -50,9 +50,13 @@ __all__ = [
 
 
 def _calibrated(
-    w: ColumnWindow, min_samples: int, rate_lookbacks_s: Sequence[float] = ()
+    w: ColumnWindow,
+    min_samples: int,
+    rate_lookbacks_s: Sequence[float] = (),
+    prepared: Prepared | None = None,
 ) -> tuple[DriftResult, int, int] | None:
-    """The calibrated test of ``w`` when it carries time order / codes / weights, else None."""
+    """The calibrated test of ``w`` when it carries time order / codes / weights, else None
+    (``prepared``: its :func:`prepare`, whose sort the block rank test reuses)."""
     if w.method is not None:
         return None
     if w.kind == "numerical" and (w.ordered or w.reference_weights is not None):
@@ -67,7 +71,8 @@ def _calibrated(
                 ref[rk], cur[ck], rw[rk], cw[ck], min_samples=min_samples
             )
         else:
-            res = calibrated.block_rank_test(ref[rk], cur[ck], min_samples=min_samples)
+            order = prepared.order if prepared is not None else None
+            res = calibrated.block_rank_test(ref[rk], cur[ck], min_samples=min_samples, order=order)
         return res, *nulls
     if w.kind == "categorical" and w.reference_codes is not None and w.current_codes is not None:
         rc = np.asarray(w.reference_codes, dtype=np.int64)
@@ -133,7 +138,7 @@ def _test(
     rate_lookbacks_s: Sequence[float] = (),
 ) -> tuple[DriftResult, int, int]:
     """(result, reference nulls, current nulls) of one window."""
-    calibrated_result = _calibrated(w, min_samples, rate_lookbacks_s)
+    calibrated_result = _calibrated(w, min_samples, rate_lookbacks_s, prepared)
     if calibrated_result is not None:
         return calibrated_result
     if w.kind == "numerical":

@@ -90,7 +90,11 @@ def distinct_sorted(x: NDArray[np.float64]) -> NDArray[np.float64]:
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """A numerical window after one pass: sorted non-null values and distinct counts."""
+    """A numerical window after one pass: sorted non-null values and distinct counts.
+
+    ``order`` (windows in time order without weights, those of the block rank test): an
+    argsort of the non-null reference values then the non-null current ones, in time order,
+    the one sort that gave ``ref`` and ``cur`` and that the test's ranks reuse."""
 
     ref: NDArray[np.float64]
     cur: NDArray[np.float64]
@@ -98,15 +102,44 @@ class Prepared:
     cur_nulls: int
     ref_distinct: int
     union_distinct: int
+    order: NDArray[np.intp] | None = None
+
+
+def _one_sort(
+    w: ColumnWindow,
+) -> tuple[NDArray[np.float64], int, NDArray[np.float64], int, NDArray[np.intp]]:
+    """:func:`numbers` of both windows from one argsort of their non-null values in time
+    order (the same sorted values: a sort's values do not depend on how ties are ordered)."""
+    arrays = []
+    for values, name in ((w.reference, "reference"), (w.current, "current")):
+        if values is None:
+            raise ValueError(f"{name} is required for a numerical window")
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must have shape (n,), got {arr.shape}")
+        arrays.append((arr, arr[~np.isnan(arr)]))
+    (r_all, r_kept), (c_all, c_kept) = arrays
+    pooled = np.concatenate([r_kept, c_kept])
+    order = np.argsort(pooled)
+    in_ref = order < r_kept.size
+    ref, cur = pooled[order[in_ref]], pooled[order[~in_ref]]
+    for name, kept in (("reference", ref), ("current", cur)):
+        if kept.size and not (np.isfinite(kept[0]) and np.isfinite(kept[-1])):
+            raise ValueError(f"{name} must hold finite numbers or NaN (null)")
+    return ref, int(r_all.size - ref.size), cur, int(c_all.size - cur.size), order
 
 
 def prepare(w: ColumnWindow) -> Prepared:
-    ref, ref_nulls = numbers(w.reference, "reference")
-    cur, cur_nulls = numbers(w.current, "current")
+    order = None
+    if w.ordered and w.reference_weights is None and w.method is None:
+        ref, ref_nulls, cur, cur_nulls, order = _one_sort(w)
+    else:
+        ref, ref_nulls = numbers(w.reference, "reference")
+        cur, cur_nulls = numbers(w.current, "current")
     rd, cd = distinct_sorted(ref), distinct_sorted(cur)
     # exact when small; otherwise a lower bound above every cut-off (5 and 20) that uses it
     union = np.union1d(rd, cd).size if rd.size <= 64 and cd.size <= 64 else rd.size + cd.size
-    return Prepared(ref, cur, ref_nulls, cur_nulls, int(rd.size), int(max(union, rd.size)))
+    return Prepared(ref, cur, ref_nulls, cur_nulls, int(rd.size), int(max(union, rd.size)), order)
 
 
 def check_counts(counts: Counts | None, name: str) -> dict[Hashable, int]:

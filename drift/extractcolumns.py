@@ -48,16 +48,67 @@ def _slices(
     return out
 
 
+#: the order of every column: window, segment, start time, then the ids break ties of start
+#: time, so the order (and so block-calibrated tests) does not depend on the order in which
+#: the calls were read (lake and store parts)
+ORDER = "win, seg_id, t, trace_id, span_id"
+
+
 def ordered(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> pa.Table:
     """``win``, ``seg_id``, ``t`` and ``names`` of every row of ``s`` in the order the columns
     use (one sort of the run's calls, shared by :func:`numeric_columns` and
-    :func:`categorical_columns`)."""
-    return con.sql(
-        # ids break ties of start time: the order (and so block-calibrated tests) does not
-        # depend on the order in which the calls were read (lake and store parts)
-        f"SELECT win, seg_id, t, {', '.join(names)} FROM s "
-        "ORDER BY win, seg_id, t, trace_id, span_id"
-    ).to_arrow_table()
+    :func:`categorical_columns`): ``ORDER BY`` :data:`ORDER`, row for row.
+
+    The rows leave DuckDB unsorted and are put in that order by two stable numpy argsorts
+    (start time, then window and segment); the ids are read and compared (as DuckDB does:
+    by code point, NULL last) only for rows whose window, segment and start time tie.
+    """
+    cols = f"win, seg_id, t, {', '.join(names)}"
+    t = con.sql(f"SELECT rowid AS _row, {cols} FROM s").to_arrow_table()
+    if any(t.column(c).null_count for c in ("win", "seg_id", "t")):  # not from extract
+        return con.sql(f"SELECT {cols} FROM s ORDER BY {ORDER}").to_arrow_table()
+    group = t.column("win").to_numpy().astype(np.int64) * _KEY + t.column("seg_id").to_numpy()
+    start = t.column("t").to_numpy()
+    order = np.argsort(start, kind="stable")
+    order = order[np.argsort(group[order], kind="stable")]
+    g, s_ = group[order], start[order]
+    tied = (g[1:] == g[:-1]) & (s_[1:] == s_[:-1])
+    if tied.any():
+        order = _break_ties(con, t.column("_row").to_numpy(), order, tied)
+    return t.drop_columns(["_row"]).take(order)
+
+
+def _break_ties(
+    con: duckdb.DuckDBPyConnection,
+    row: NDArray[np.int64],
+    order: NDArray[np.intp],
+    tied: NDArray[np.bool_],
+) -> NDArray[np.intp]:
+    """``order`` with each run of tied (window, segment, start) rows sorted by
+    (``trace_id``, ``span_id``), NULL last; ``row``: each row's ``rowid`` in ``s``."""
+    ids = con.sql("SELECT rowid AS _row, trace_id, span_id FROM s").to_arrow_table()
+    at = np.empty(len(ids), dtype=np.int64)
+    at[ids.column("_row").to_numpy()] = np.arange(len(ids))  # rowid -> position in ids
+    bounds = np.flatnonzero(np.concatenate([[True], ~tied, [True]]))
+    out = order.copy()
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if b - a < 2:
+            continue
+        run = order[a:b]
+        keys = ids.take(at[row[run]]).to_pylist()
+        out[a:b] = [
+            run[i]
+            for i in sorted(
+                range(b - a),
+                key=lambda i: (
+                    keys[i]["trace_id"] is None,
+                    keys[i]["trace_id"] or "",
+                    keys[i]["span_id"] is None,
+                    keys[i]["span_id"] or "",
+                ),
+            )
+        ]
+    return out
 
 
 def numeric_columns(

@@ -1,9 +1,10 @@
 """Signals that need per-text Python work, on bounded random samples of each window × segment.
 
-Language identification (py3langid, about 0.1–1 ms per text) and prompt / answer embeddings
-(all-MiniLM-L6-v2 on CPU, about 10 ms per short text on 2 cores) cannot run on every call of a
-large window, so each window × segment contributes a uniform random sample: rows are ordered
-by a hash of their ids salted from ``rng``; the first ``text_sample`` calls get language
+Language identification (py3langid, about 0.1–1 ms per text; the run's distinct sampled texts
+are identified in one batch, :func:`drift.textsignals.detect_languages`) and prompt / answer
+embeddings (all-MiniLM-L6-v2 on CPU, about 10 ms per short text on 2 cores) cannot run on every
+call of a large window, so each window × segment contributes a uniform random sample: rows are
+ordered by a hash of their ids salted from ``rng``; the first ``text_sample`` calls get language
 identification, and for each embedded text (prompt, answer) the first ``embedding_sample``
 calls *that captured it* are embedded. A call whose text was not captured (``NULL``: content
 capture off, or no answer recorded) is not in that text's sample and is counted as a null,
@@ -24,7 +25,7 @@ import pyarrow as pa
 
 from drift.columnar import ColumnWindow
 from drift.errors import EmbeddingModelUnavailableError
-from drift.textsignals import LanguageGuess, detect_language, language_mismatch
+from drift.textsignals import LanguageGuess, detect_languages, language_mismatch
 
 if TYPE_CHECKING:
     from drift.signals import ExtractConfig
@@ -206,14 +207,21 @@ def _language_columns(
     names: Sequence[str],
     k: int,
 ) -> list[ColumnWindow]:
-    memo: dict[str, LanguageGuess | None] = {}
+    # every distinct sampled text identified once, all in one batch
+    distinct = list(
+        dict.fromkeys(
+            t
+            for items in rows.values()
+            for rn, texts in items
+            if rn <= k
+            for c in ("input_text", "output_text")
+            if (t := texts.get(c)) is not None
+        )
+    )
+    memo = dict(zip(distinct, detect_languages([t[:2000] for t in distinct]), strict=True))
 
     def lang(text: str | None) -> LanguageGuess | None:
-        if text is None:
-            return None
-        if text not in memo:
-            memo[text] = detect_language(text[:2000])
-        return memo[text]
+        return None if text is None else memo[text]
 
     out: list[ColumnWindow] = []
     for seg_id, (label, _) in segments.items():

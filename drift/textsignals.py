@@ -16,16 +16,21 @@ very short texts but needs a 126 MB model download (917 kB compressed, less accu
 extension; CLD3 needs protobuf and a native build; lingua-py's wheels carry much larger models.
 For a drift signal (the language mix of a window, not one text's label) langid's accuracy is
 ample.
+Many texts are identified at once by :func:`detect_languages` (:mod:`drift.langwalk`: the same
+answers, the automaton walked in numpy).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from collector.lake import textfeatures
+from drift.langwalk import BatchClassifier, batch_classifier
 
 if TYPE_CHECKING:
     from py3langid.langid import LanguageIdentifier
@@ -155,14 +160,70 @@ def detect_language(
     Source: Lui & Baldwin (2012), "langid.py: An Off-the-shelf Language Identification Tool",
     ACL System Demonstrations; via ``py3langid`` (see the module docstring for the choice).
     """
+    _check_language_params(min_letters, min_confidence)
+    if not _has_letters(text, min_letters):
+        return None
+    lang, conf = _identifier(min_confidence).classify(text)
+    return LanguageGuess(language=str(lang), confidence=float(conf))
+
+
+def _check_language_params(min_letters: int, min_confidence: float | None) -> None:
     if min_letters < 1:
         raise ValueError(f"min_letters must be >= 1, got {min_letters!r}")
     if min_confidence is not None and not 0.0 <= min_confidence <= 1.0:
         raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence!r}")
-    if text is None or len(_LETTERS.findall(text)) < min_letters:
-        return None
-    lang, conf = _identifier(min_confidence).classify(text)
-    return LanguageGuess(language=str(lang), confidence=float(conf))
+
+
+def _has_letters(text: str | None, min_letters: int) -> bool:
+    """Whether ``text`` holds at least ``min_letters`` Unicode letters (stops counting there)."""
+    return text is not None and sum(1 for _ in islice(_LETTERS.finditer(text), min_letters)) >= (
+        min_letters
+    )
+
+
+@lru_cache(maxsize=4)
+def _batch(min_confidence: float | None) -> BatchClassifier | None:
+    """The batch classifier of :func:`_identifier` (None: the installed py3langid is called
+    text by text, :func:`drift.langwalk.batch_classifier`)."""
+    return batch_classifier(_identifier(min_confidence))
+
+
+def detect_languages(
+    texts: Sequence[str | None], *, min_letters: int = 3, min_confidence: float | None = None
+) -> list[LanguageGuess | None]:
+    """:func:`detect_language` of every text, equal to it element for element (the same label
+    and the same confidence, bit for bit), several times faster on hundreds of texts.
+
+    py3langid walks each text's UTF-8 bytes through a byte n-gram automaton in a Python loop
+    (most of its time); here the automaton advances every text of a batch one byte position
+    per numpy step, and each text's visit counts then enter py3langid's own naive Bayes
+    scoring one text at a time, in the library's order, so every float is computed as
+    :func:`detect_language` computes it. An installed py3langid without that layout (< 0.4)
+    is called text by text.
+
+    Args:
+        texts: the texts; ``None`` entries give ``None``.
+        min_letters, min_confidence: as in :func:`detect_language`.
+
+    Returns:
+        One ``LanguageGuess`` or ``None`` per text, in order.
+
+    Raises:
+        ValueError: ``min_letters`` < 1 or ``min_confidence`` outside [0, 1].
+
+    Source: Lui & Baldwin (2012), via ``py3langid`` (module docstring).
+    """
+    _check_language_params(min_letters, min_confidence)
+    out: list[LanguageGuess | None] = [None] * len(texts)
+    todo = [(i, t) for i, t in enumerate(texts) if t is not None and _has_letters(t, min_letters)]
+    batch = _batch(min_confidence)
+    if batch is not None:
+        guesses = batch.classify([t for _, t in todo])
+    else:
+        guesses = [_identifier(min_confidence).classify(t) for _, t in todo]
+    for (i, _), (lang, conf) in zip(todo, guesses, strict=True):
+        out[i] = LanguageGuess(language=str(lang), confidence=float(conf))
+    return out
 
 
 def language_mismatch(prompt: LanguageGuess | None, output: LanguageGuess | None) -> bool | None:

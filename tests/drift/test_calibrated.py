@@ -173,3 +173,20 @@ def test_average_ranks_equal_scipy_rankdata_exactly() -> None:
         got = average_ranks(x)
         assert got.dtype == np.float64
         assert np.array_equal(got, stats.rankdata(x))
+        for kind in ("quicksort", "stable"):  # a known sort, ties in either order
+            assert np.array_equal(average_ranks(x, np.argsort(x, kind=kind)), got)
+    with pytest.raises(ValueError, match="argsort"):
+        average_ranks(np.array([2.0, 1.0]), np.array([0, 1]))
+
+
+def test_block_rank_test_reuses_a_sort_of_both_windows_with_the_same_result() -> None:
+    # drift.colwindow.prepare's one argsort of a column: the same statistic and p-value, for
+    # layouts that leave out the oldest reference calls and the newest current ones
+    rng = np.random.default_rng(8)
+    for n_ref, n_cur in ((50_000, 50_000), (24_000, 1_000), (5_000, 777), (400, 41)):
+        ref = np.round(rng.lognormal(5.0, 0.6, n_ref))  # token counts: many ties
+        cur = np.round(rng.lognormal(5.05, 0.6, n_cur))
+        order = np.argsort(np.concatenate([ref, cur]))
+        assert block_rank_test(ref, cur, order=order) == block_rank_test(ref, cur)
+    with pytest.raises(ValueError, match="order"):
+        block_rank_test(ref, cur, order=order[:-1])

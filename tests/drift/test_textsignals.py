@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from drift import langwalk
 from drift.textsignals import (
     LanguageGuess,
+    _identifier,
     detect_language,
+    detect_languages,
     is_empty_output,
     is_refusal,
     language_mismatch,
     refusal_marker,
 )
+from tests.support.answer_topics import DATA
 
 
 @pytest.mark.parametrize(
@@ -107,3 +113,47 @@ def test_language_mismatch() -> None:
     assert language_mismatch(en, LanguageGuess("en", 0.7)) is False
     assert language_mismatch(en, None) is None
     assert language_mismatch(LanguageGuess("und", 0.2), fr) is None
+
+
+def test_detect_languages_equals_detect_language_on_real_prompts() -> None:
+    # every 4th Dolly prompt (3,750; a dozen languages by langid's reading) plus edge cases:
+    # the same label and the same confidence, bit for bit, as one call per text
+    lines = DATA.open(encoding="utf-8").readlines()[::4]
+    texts: list[str | None] = [json.loads(line)["prompt"][:2000] for line in lines]
+    texts += [
+        None, "", "42", "   ", "ok", "ÉCOLE PRIMAIRE À PARIS", "Почему верблюды могут жить?",
+        "为什么骆驼可以长时间不喝水？", "ab", "x" * 5000, "\ud800 lone surrogate, still text",
+        "Warum können Kamele lange ohne Wasser überleben? " * 40,
+    ]  # fmt: skip
+    want = [detect_language(t) for t in texts]
+    got = detect_languages(texts)
+    assert got == want
+    assert sum(g is not None and g.language != "en" for g in got) > 10  # not all one label
+    und = detect_languages(["ok ok", "The weather is fine today."], min_confidence=0.999)
+    assert und == [
+        detect_language(t, min_confidence=0.999) for t in ("ok ok", "The weather is fine today.")
+    ]
+    with pytest.raises(ValueError, match="min_letters"):
+        detect_languages(["hello"], min_letters=0)
+
+
+def test_batch_classifier_checks_itself_against_the_library() -> None:
+    from py3langid.langid import LanguageIdentifier
+
+    ident = _identifier(None)
+    assert langwalk.batch_classifier(ident) is not None  # py3langid >= 0.4 is installed
+
+    def build(cls: type[LanguageIdentifier], norm_probs: bool) -> LanguageIdentifier:
+        return cls(ident.nb_ptc, ident.nb_pc, ident.nb_classes, ident.tk_nextmove,
+                   ident.tk_output, norm_probs=norm_probs, tk_row=ident.tk_row)  # fmt: skip
+
+    class Tempered(LanguageIdentifier):  # same layout, other arithmetic (a future release)
+        __slots__ = ()
+
+        def classify(self, text: str) -> tuple[str, float]:
+            lang, conf = super().classify(text)
+            return lang, conf / 2
+
+    assert langwalk.batch_classifier(build(LanguageIdentifier, True)) is not None
+    assert langwalk.batch_classifier(build(LanguageIdentifier, False)) is None  # raw scores
+    assert langwalk.batch_classifier(build(Tempered, True)) is None

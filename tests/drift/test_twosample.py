@@ -20,8 +20,10 @@ from scipy.spatial.distance import jensenshannon
 from drift.distances import (
     binned_shares,
     jensen_shannon_test,
+    normed_wasserstein_sorted,
     psi_test,
     smooth_shares,
+    wasserstein_sorted,
     wasserstein_test,
 )
 from drift.errors import CalibrationError, DriftError
@@ -141,6 +143,26 @@ def test_wasserstein_normed_matches_scipy(samples: tuple[np.ndarray, np.ndarray]
     assert got.statistic == pytest.approx(want, rel=1e-12)
     assert got.pvalue is None and got.score_kind == "distance"
     assert got.drifted is bool(want >= 0.1)
+
+
+def test_wasserstein_from_sorted_windows_is_scipys_float() -> None:
+    # drift.coldetail's effect size: the same float as scipy on the sorted windows (ties and
+    # shared values included: token counts, rounded latencies, constants, one value)
+    rng = np.random.default_rng(11)
+    pairs = [
+        (rng.lognormal(5.0, 0.6, 20_000).astype(int), rng.lognormal(5.6, 0.6, 7_000).astype(int)),
+        (rng.gamma(4.0, 0.06, 9_000), rng.gamma(4.0, 0.061, 11_000)),
+        (np.round(rng.gamma(2.0, 1.0, 5_000), 2), np.round(rng.gamma(2.0, 1.1, 5_000), 2)),
+        (rng.integers(0, 5, 3_000), rng.integers(2, 9, 500)),
+        (np.full(40, 3.0), np.full(60, 3.0)),
+        (np.full(40, 3.0), np.full(60, 4.0)),
+        (np.array([1.0]), np.array([2.0, -1.0])),
+    ]
+    for ref, cur in pairs:
+        r, c = np.sort(ref.astype(np.float64)), np.sort(cur.astype(np.float64))
+        want = stats.wasserstein_distance(r, c)
+        assert wasserstein_sorted(r, c).hex() == float(want).hex()
+        assert normed_wasserstein_sorted(r, c) == wasserstein_test(r, c, min_samples=1).statistic
 
 
 def test_jensen_shannon_matches_scipy_on_sturges_bins(
