@@ -54,18 +54,27 @@ def _slices(
 ORDER = "win, seg_id, t, trace_id, span_id"
 
 
-def ordered(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> pa.Table:
+def ordered(
+    con: duckdb.DuckDBPyConnection, names: Sequence[str], ids: pa.Table | None = None
+) -> pa.Table:
     """``win``, ``seg_id``, ``t`` and ``names`` of every row of ``s`` in the order the columns
     use (one sort of the run's calls, shared by :func:`numeric_columns` and
     :func:`categorical_columns`): ``ORDER BY`` :data:`ORDER`, row for row.
+
+    ``ids``: the calls' ``trace_id`` and ``span_id`` when ``s`` does not hold them, row ``_i``
+    of ``s`` at row ``_i`` of ``ids`` (as :func:`drift.signals.extract` builds ``s``); None:
+    ``s`` holds them.
 
     The rows leave DuckDB unsorted and are put in that order by two stable numpy argsorts
     (start time, then window and segment); the ids are read and compared (as DuckDB does:
     by code point, NULL last) only for rows whose window, segment and start time tie.
     """
     cols = f"win, seg_id, t, {', '.join(names)}"
-    t = con.sql(f"SELECT rowid AS _row, {cols} FROM s").to_arrow_table()
+    row = "_i" if ids is not None else "rowid"
+    t = con.sql(f"SELECT {row} AS _row, {cols} FROM s").to_arrow_table()
     if any(t.column(c).null_count for c in ("win", "seg_id", "t")):  # not from extract
+        if ids is not None:
+            raise ValueError("s: win, seg_id and t must not be NULL when ids are given")
         return con.sql(f"SELECT {cols} FROM s ORDER BY {ORDER}").to_arrow_table()
     group = t.column("win").to_numpy().astype(np.int64) * _KEY + t.column("seg_id").to_numpy()
     start = t.column("t").to_numpy()
@@ -74,7 +83,7 @@ def ordered(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> pa.Table:
     g, s_ = group[order], start[order]
     tied = (g[1:] == g[:-1]) & (s_[1:] == s_[:-1])
     if tied.any():
-        order = _break_ties(con, t.column("_row").to_numpy(), order, tied)
+        order = _break_ties(con, t.column("_row").to_numpy(), order, tied, ids)
     return t.drop_columns(["_row"]).take(order)
 
 
@@ -83,12 +92,17 @@ def _break_ties(
     row: NDArray[np.int64],
     order: NDArray[np.intp],
     tied: NDArray[np.bool_],
+    ids: pa.Table | None,
 ) -> NDArray[np.intp]:
     """``order`` with each run of tied (window, segment, start) rows sorted by
-    (``trace_id``, ``span_id``), NULL last; ``row``: each row's ``rowid`` in ``s``."""
-    ids = con.sql("SELECT rowid AS _row, trace_id, span_id FROM s").to_arrow_table()
-    at = np.empty(len(ids), dtype=np.int64)
-    at[ids.column("_row").to_numpy()] = np.arange(len(ids))  # rowid -> position in ids
+    (``trace_id``, ``span_id``), NULL last; ``row``: each row's ``rowid`` in ``s`` (its row in
+    ``ids`` when given)."""
+    if ids is None:
+        ids = con.sql("SELECT rowid AS _row, trace_id, span_id FROM s").to_arrow_table()
+        at = np.empty(len(ids), dtype=np.int64)
+        at[ids.column("_row").to_numpy()] = np.arange(len(ids))  # rowid -> position in ids
+    else:
+        at = np.arange(len(ids), dtype=np.int64)
     bounds = np.flatnonzero(np.concatenate([[True], ~tied, [True]]))
     out = order.copy()
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):

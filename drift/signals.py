@@ -183,7 +183,12 @@ def extract(
     skipped: dict[str, str] = {}
     con = duckdb.connect()
     try:
-        con.register("calls_arrow", calls)
+        # ``_i``: each call's row in ``calls``; its ids stay there (read only for the few
+        # rows that need them: the text sample's keys, tied start times)
+        con.register(
+            "calls_arrow",
+            calls.append_column("_i", pa.array(np.arange(calls.num_rows, dtype=np.int64))),
+        )
         votes = thumbs_votes(database_url, tenant, windows.reference_start_ns)
         con.register("votes_arrow", votes)
         judge = None
@@ -223,6 +228,27 @@ def _build(
     have = set(calls.column_names)
     numeric = [s for s in NUMERIC_SIGNALS if s in wanted]
     refusal = "c.refusal" if "refusal" in have else "NULL"
+    # the vote and judge joins only when there is something to join (same columns either way)
+    n_votes = con.execute("SELECT count(*) FROM votes_arrow").fetchall()[0][0]
+    n_judge = con.execute("SELECT count(*) FROM judge_arrow").fetchall()[0][0]
+    thumbs = (
+        "CASE WHEN vt.down IS NULL AND vs.down IS NULL THEN NULL "
+        "ELSE coalesce(vt.down, FALSE) OR coalesce(vs.down, FALSE) END"
+        if n_votes
+        else "NULL::BOOLEAN"
+    )
+    judge = (
+        f"coalesce(j.refusal, {refusal}) AS refusal, "
+        if n_judge
+        else f"CAST({refusal} AS BOOLEAN) AS refusal, "
+    )
+    ids = calls.select(["trace_id", "span_id"])
+    # the text sample's salted hash of each call's ids (``_i`` finds the ids of sampled rows)
+    h = (
+        f", hash(c.trace_id || ':' || c.span_id || ':' || {int(salt)}) AS h"
+        if salt is not None
+        else ""
+    )
     con.execute(
         "CREATE TEMP TABLE votes AS SELECT trace_id, span_id, "
         "bool_or(kind = 'thumbs_down') AS down FROM (SELECT *, row_number() OVER ("
@@ -245,27 +271,41 @@ def _build(
         f"CASE WHEN g.seg_id < {config.max_segments} THEN g.seg_id ELSE -1 END AS seg_id, "
         + "".join(f"CAST(c.{n} AS DOUBLE) AS {n}, " for n in numeric)
         + "c.finish_reason, "
-        f"coalesce(j.refusal, {refusal}) AS refusal, "
+        + judge
         + ("c.empty_output, " if "empty_output" in have else "NULL::BOOLEAN AS empty_output, ")
         + "CASE WHEN c.finish_reason = 'content_filter' OR c.redactions > 0 THEN TRUE "
         "WHEN c.finish_reason IS NULL AND c.redactions IS NULL THEN NULL ELSE FALSE END "
         "AS guardrail_hit, "
-        "CASE WHEN vt.down IS NULL AND vs.down IS NULL THEN NULL "
-        "ELSE coalesce(vt.down, FALSE) OR coalesce(vs.down, FALSE) END AS thumbs_down, "
-        "j.score AS judge_score, j.pi AS judge_pi, c.trace_id, c.span_id"
+        + thumbs
+        + " AS thumbs_down, "
+        + (
+            "j.score AS judge_score, j.pi AS judge_pi"
+            if n_judge
+            else "NULL::DOUBLE AS judge_score, NULL::DOUBLE AS judge_pi"
+        )
+        + ", c._i"
+        + h
         + "".join(f", c.{t}" for t in ("output_text", "input_text") if t in have)
         + " FROM calls_arrow c JOIN seg g ON "
         + join_seg
         # votes on the whole trace and on this span: two equality hash joins, one row each
-        + " LEFT JOIN (SELECT trace_id, bool_or(down) AS down FROM votes WHERE span_id IS NULL"
-        " GROUP BY trace_id) vt ON vt.trace_id = c.trace_id"
-        " LEFT JOIN (SELECT trace_id, span_id, bool_or(down) AS down FROM votes"
-        " WHERE span_id IS NOT NULL GROUP BY trace_id, span_id) vs"
-        " ON vs.trace_id = c.trace_id AND vs.span_id = c.span_id"
-        " LEFT JOIN (SELECT trace_id, span_id, avg(score) AS score, bool_or(refusal) AS refusal,"
-        " avg(pi) FILTER (WHERE score IS NOT NULL) AS pi"
-        " FROM judge_arrow GROUP BY trace_id, span_id) j"
-        " ON j.trace_id = c.trace_id AND j.span_id = c.span_id"
+        + (
+            " LEFT JOIN (SELECT trace_id, bool_or(down) AS down FROM votes"
+            " WHERE span_id IS NULL GROUP BY trace_id) vt ON vt.trace_id = c.trace_id"
+            " LEFT JOIN (SELECT trace_id, span_id, bool_or(down) AS down FROM votes"
+            " WHERE span_id IS NOT NULL GROUP BY trace_id, span_id) vs"
+            " ON vs.trace_id = c.trace_id AND vs.span_id = c.span_id"
+            if n_votes
+            else ""
+        )
+        + (
+            " LEFT JOIN (SELECT trace_id, span_id, avg(score) AS score,"
+            " bool_or(refusal) AS refusal, avg(pi) FILTER (WHERE score IS NOT NULL) AS pi"
+            " FROM judge_arrow GROUP BY trace_id, span_id) j"
+            " ON j.trace_id = c.trace_id AND j.span_id = c.span_id"
+            if n_judge
+            else ""
+        )
     )
     seg_rows = con.execute(
         f"SELECT seg_id, {', '.join(seg_cols) or 'NULL'} FROM seg "
@@ -297,11 +337,11 @@ def _build(
     table = None
     if nums or cats:  # one sort of every call for both
         pi = ["judge_pi"] if "judge_score" in nums else []
-        table = ordered(con, list(dict.fromkeys([*nums, *pi, *cats])))
+        table = ordered(con, list(dict.fromkeys([*nums, *pi, *cats])), ids)
     columns += numeric_columns(con, nums, segments, table)
     columns += categorical_columns(con, cats, segments, windows.current_start_ns, table)
     if salt is not None:
-        columns += sampled_text_columns(con, config, segments, skipped, salt, fetch_texts)
+        columns += sampled_text_columns(con, config, segments, skipped, ids, fetch_texts)
     return Extraction(
         columns=tuple(columns),
         segment_keys={label: keys for label, keys in segments.values()},

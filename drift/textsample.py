@@ -52,16 +52,15 @@ def _sample(
     con: duckdb.DuckDBPyConnection,
     k_lang: int,
     k_emb: int,
-    salt: int,
     per_segment: bool,
     cols: Sequence[str],
     embedded: Sequence[str],
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Sampled rows of table ``s`` per (segment, window) — or per window for all traffic.
 
-    Returns ``(rows, nulls)``: rows ``(seg_id, win, rn, trace_id, span_id, *cols)`` with ``rn``
-    the rank in the salted hash order, kept when ``rn <= k_lang`` or when the row is among the
-    first ``k_emb`` of that order with a non-NULL text in one of the ``embedded`` columns;
+    Returns ``(rows, nulls)``: rows ``(seg_id, win, rn, _i, *cols)`` with ``rn`` the rank in
+    the salted hash order ``h`` of ``s``, kept when ``rn <= k_lang`` or when the row is among
+    the first ``k_emb`` of that order with a non-NULL text in one of the ``embedded`` columns;
     nulls ``(seg_id, win, *NULLs of each embedded column)`` over the whole window (without
     ``seg_id`` for all traffic). ``cols`` are columns of ``s`` (the embedded texts).
     """
@@ -75,10 +74,9 @@ def _sample(
         f" OR ({c} IS NOT NULL AND rk{i} <= {int(k_emb)})" for i, c in enumerate(embedded)
     )
     rows = con.execute(
-        f"SELECT seg_id, win, rn, trace_id, span_id{''.join(', ' + c for c in cols)} FROM ("
+        f"SELECT seg_id, win, rn, _i{''.join(', ' + c for c in cols)} FROM ("
         f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY h) AS rn{ranks} FROM ("
-        f"SELECT seg_id, win, trace_id, span_id{''.join(', ' + c for c in cols)}, "
-        f"hash(trace_id || ':' || span_id || ':' || {int(salt)}) AS h FROM s WHERE {where})) "
+        f"SELECT seg_id, win, _i{''.join(', ' + c for c in cols)}, h FROM s WHERE {where})) "
         f"WHERE rn <= {int(k_lang)}{keep}"
     ).fetchall()
     if not embedded:
@@ -98,19 +96,21 @@ def sampled_text_columns(
     config: ExtractConfig,
     segments: Segments,
     skipped: dict[str, str],
-    salt: int,
+    ids: pa.Table,
     fetch_texts: FetchTexts,
 ) -> list[ColumnWindow]:
     """Language and embedding columns from samples of DuckDB table ``s``.
 
     Args:
         con: DuckDB connection holding table ``s`` (one row per call with ``seg_id``, ``win``,
-            ``trace_id``, ``span_id``, and the texts that are embedded: every call's text is
-            needed for their null counts and first non-NULL texts).
+            ``_i`` (the call's row in ``ids``), ``h`` (the salted hash of its ids that orders
+            the samples: the salt is drawn from the run's rng), and the texts that are
+            embedded: every call's text is needed for their null counts and first non-NULL
+            texts).
         config: signals and sample sizes (:class:`drift.signals.ExtractConfig`).
         segments: segment id (``None`` = all traffic) → (label, keys).
         skipped: signal → reason; embedding signals are added here when the model is missing.
-        salt: salts the sample order (drawn from the run's rng).
+        ids: ``trace_id`` and ``span_id`` of every call (row ``_i`` of ``s``).
         fetch_texts: reads the texts of the language sample that ``s`` does not hold (only
             those calls' texts are read).
 
@@ -138,8 +138,13 @@ def sampled_text_columns(
         if not per_segment and None not in segments:
             continue
         got, counts = _sample(
-            con, config.text_sample, config.embedding_sample, salt, per_segment, present, embedded
+            con, config.text_sample, config.embedding_sample, per_segment, present, embedded
         )
+        # the sampled rows' ids, read from ``ids`` for these rows only
+        keys = ids.take(pa.array([r[3] for r in got], pa.int64())).to_pylist()
+        got = [
+            (*r[:3], k["trace_id"], k["span_id"], *r[4:]) for r, k in zip(got, keys, strict=True)
+        ]
         sampled.append((per_segment, got))
         for row in counts:
             seg_id, win, *n = row if per_segment else (None, *row)

@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
@@ -265,6 +266,17 @@ def test_column_order_equals_the_sql_order_with_ties_and_null_ids() -> None:
         w = [(r["win"], r["seg_id"], r["t"], *by_x[r["x"]]) for r in want.to_pylist()]
         assert g == w
         assert sorted(got.column("x").to_pylist()) == list(range(n))
+        # the same order when s holds each call's row ``_i`` and the ids stay in an Arrow
+        # table beside it (as drift.signals.extract builds s)
+        ids = pa.table(
+            {"trace_id": [r[3] for r in rows], "span_id": [r[4] for r in rows]},
+            schema=pa.schema([("trace_id", pa.string()), ("span_id", pa.string())]),
+        )
+        con.execute("ALTER TABLE s ADD COLUMN _i BIGINT")
+        con.execute("UPDATE s SET _i = x")
+        by_ids = ordered(con, ["x"], ids)
+        g2 = [(r["win"], r["seg_id"], r["t"], *by_x[r["x"]]) for r in by_ids.to_pylist()]
+        assert g2 == w
         unique = con.sql(
             "SELECT count(*) FROM (SELECT DISTINCT win, seg_id, t, trace_id, span_id FROM s)"
         ).fetchall()[0][0]
