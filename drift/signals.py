@@ -229,14 +229,7 @@ def _build(
     numeric = [s for s in NUMERIC_SIGNALS if s in wanted]
     refusal = "c.refusal" if "refusal" in have else "NULL"
     # the vote and judge joins only when there is something to join (same columns either way)
-    n_votes = con.execute("SELECT count(*) FROM votes_arrow").fetchall()[0][0]
     n_judge = con.execute("SELECT count(*) FROM judge_arrow").fetchall()[0][0]
-    thumbs = (
-        "CASE WHEN vt.down IS NULL AND vs.down IS NULL THEN NULL "
-        "ELSE coalesce(vt.down, FALSE) OR coalesce(vs.down, FALSE) END"
-        if n_votes
-        else "NULL::BOOLEAN"
-    )
     judge = (
         f"coalesce(j.refusal, {refusal}) AS refusal, "
         if n_judge
@@ -256,6 +249,18 @@ def _build(
         "ORDER BY timestamp_unix_nano DESC) AS rn FROM votes_arrow) WHERE rn = 1 "
         "GROUP BY trace_id, span_id"
     )
+    # votes on whole traces (vt) and on spans (vs): each join only when there are such votes
+    # (thumbs_down is the OR of both, NULL without either: one alone is its own value)
+    n_trace, n_span = con.execute(
+        "SELECT count(*) FILTER (span_id IS NULL), count(*) FILTER (span_id IS NOT NULL) FROM votes"
+    ).fetchall()[0]
+    thumbs = {
+        (True, True): "CASE WHEN vt.down IS NULL AND vs.down IS NULL THEN NULL "
+        "ELSE coalesce(vt.down, FALSE) OR coalesce(vs.down, FALSE) END",
+        (True, False): "vt.down",
+        (False, True): "vs.down",
+        (False, False): "NULL::BOOLEAN",
+    }[(n_trace > 0, n_span > 0)]
     con.execute(
         "CREATE TEMP TABLE seg AS SELECT *, row_number() OVER (ORDER BY n DESC"
         + "".join(f", {c} NULLS FIRST" for c in seg_cols)
@@ -292,10 +297,14 @@ def _build(
         + (
             " LEFT JOIN (SELECT trace_id, bool_or(down) AS down FROM votes"
             " WHERE span_id IS NULL GROUP BY trace_id) vt ON vt.trace_id = c.trace_id"
+            if n_trace
+            else ""
+        )
+        + (
             " LEFT JOIN (SELECT trace_id, span_id, bool_or(down) AS down FROM votes"
             " WHERE span_id IS NOT NULL GROUP BY trace_id, span_id) vs"
             " ON vs.trace_id = c.trace_id AND vs.span_id = c.span_id"
-            if n_votes
+            if n_span
             else ""
         )
         + (

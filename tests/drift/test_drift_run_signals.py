@@ -106,7 +106,10 @@ def _no_scheduled_drift(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DRIFTLINE_DRIFT_ENABLED", "false")
 
 
-def test_proportions_votes_and_segments(client: TestClient) -> None:
+@pytest.mark.parametrize("vote_on", ["trace", "span", "both"])
+def test_proportions_votes_and_segments(client: TestClient, vote_on: str) -> None:
+    # votes on whole traces, on spans, or both kinds in one run (each join of the extraction
+    # runs only when it has votes): the same thumbs_down either way
     # model a: stops normally in the reference, hits the content filter / refuses in current
     _post(client, _spans(40, 0, "gpt-4o", "stop", "Sure, here it is.", 0))
     _post(client, _spans(20, 1, "gpt-4o", "content_filter", "", 100))
@@ -126,6 +129,11 @@ def test_proportions_votes_and_segments(client: TestClient) -> None:
             json={
                 "feedback_id": fid,
                 "trace_id": f"{i + 1:032x}",
+                **(
+                    {"span_id": f"{i + 2:016x}"}
+                    if vote_on == "span" or (vote_on == "both" and i >= 100)
+                    else {}
+                ),
                 "kind": kind,
                 "user_id": "u1",
                 "timestamp": (BASE + HOUR * (i >= 100) + t * 10**9) / 1e9,
