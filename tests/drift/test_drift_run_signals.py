@@ -123,7 +123,7 @@ def test_proportions_votes_and_segments(client: TestClient, vote_on: str) -> Non
         ("fb3", 1, "thumbs_up", 5),
         ("fb4", 100, "thumbs_down", 5),
     ]
-    for fid, i, kind, t in votes:
+    for fid, i, kind, at_s in votes:
         r = client.post(
             "/api/v1/feedback",
             json={
@@ -136,7 +136,7 @@ def test_proportions_votes_and_segments(client: TestClient, vote_on: str) -> Non
                 ),
                 "kind": kind,
                 "user_id": "u1",
-                "timestamp": (BASE + HOUR * (i >= 100) + t * 10**9) / 1e9,
+                "timestamp": (BASE + HOUR * (i >= 100) + at_s * 10**9) / 1e9,
             },
         )
         assert r.status_code in (200, 201, 202), r.text
