@@ -183,13 +183,23 @@ def latency_percentiles(
     until_ns: int,
     filters: Filters = (),
     by: tuple[str, ...] = ("model", "variant"),
+    metrics: tuple[str, ...] = stats.LATENCY_METRICS,
 ) -> pd.DataFrame:
-    """TTFT / TPOT / queue / prefill / decode / e2e percentiles per bucket and group (s),
-    aggregated where the calls lie (:func:`dashboard.sqlstats.percentiles_over_time`)."""
+    """TTFT / TPOT / queue / prefill / decode / e2e percentiles (``metrics`` of them) per
+    bucket and group (s), aggregated where the calls lie
+    (:func:`dashboard.sqlstats.percentiles_over_time`)."""
     _check_filters(filters)
     bucket = stats.bucket_size_s((until_ns - since_ns) / 1e9, max_buckets=48)
     return sqlstats.percentiles_over_time(
-        database_url, lake(database_url), tenant, since_ns, until_ns, dict(filters), bucket, by
+        database_url,
+        lake(database_url),
+        tenant,
+        since_ns,
+        until_ns,
+        dict(filters),
+        bucket,
+        by,
+        metrics,
     )
 
 

@@ -154,16 +154,23 @@ def percentiles_over_time(
     filters: Mapping[str, str],
     bucket_s: int,
     by: Sequence[str] = ("model", "variant"),
+    metrics: Sequence[str] = stats.LATENCY_METRICS,
 ) -> pd.DataFrame:
     """:func:`dashboard.stats.percentiles_over_time` of the tenant's calls in
     ``[since_ns, until_ns)`` matching ``filters``: long frame ``bucket, group, metric,
-    quantile, value_s, n``.
+    quantile, value_s, n``; only the rows of ``metrics`` (a subset of
+    :data:`dashboard.stats.LATENCY_METRICS`, its order kept: each metric's quantiles are most
+    of the statement's cost, so a page showing one metric asks for that one).
 
     Raises:
-        ValueError: ``bucket_s`` < 1, an empty range or a bad filter.
+        ValueError: ``bucket_s`` < 1, an empty range, a bad filter, no metric or one not in
+            :data:`dashboard.stats.LATENCY_METRICS`.
     """
     step = _step(bucket_s)
-    metrics = stats.LATENCY_METRICS
+    unknown = [m for m in metrics if m not in stats.LATENCY_METRICS]
+    if unknown or not metrics:
+        raise ValueError(f"metrics: expected some of {stats.LATENCY_METRICS}, got {metrics}")
+    metrics = [m for m in stats.LATENCY_METRICS if m in metrics]
     aggs = ", ".join(
         f'count("{m}") AS "n_{m}", quantile_cont("{m}", {_QS}) AS "q_{m}"' for m in metrics
     )

@@ -62,7 +62,12 @@ def cursor() -> duckdb.DuckDBPyConnection:
     global _DB
     with _DB_LOCK:
         if _DB is None:
-            _DB = duckdb.connect()
+            # the Parquet footers of sealed hours are kept in memory between statements: a
+            # month's read opens 720 files, and their metadata is re-parsed by every scan
+            # otherwise (measured on the dashboard's 1M-call lake: a count over 30 days
+            # 0.40 s -> 0.24 s). DuckDB checks each file's modification time before reusing
+            # its cached footer, so a re-sealed hour is read afresh.
+            _DB = duckdb.connect(config={"enable_object_cache": True})
         return _DB.cursor()
 
 

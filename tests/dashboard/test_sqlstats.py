@@ -120,6 +120,27 @@ def test_percentiles_match_the_frame_path(
         assert_same(got, want)
 
 
+def test_percentiles_of_some_metrics_are_those_rows_of_all(
+    store: tuple[str, layout.Lake],
+) -> None:
+    """Asking for a subset of the latencies gives exactly their rows of the full frame."""
+    url, lake = store
+    since, until, flt = RANGES[1]
+    full = sqlstats.percentiles_over_time(url, lake, "default", since, until, dict(flt), 1800)
+    for metrics in (["ttft_s"], ["e2e_s", "queue_s"]):
+        got = sqlstats.percentiles_over_time(
+            url, lake, "default", since, until, dict(flt), 1800, metrics=metrics
+        )
+        want = full[full["metric"].isin(metrics)].reset_index(drop=True)
+        assert not want.empty
+        assert_same(got.reset_index(drop=True), want)
+    for bad in ([], ["ttft_s", "nope"]):
+        with pytest.raises(ValueError, match="metrics"):
+            sqlstats.percentiles_over_time(
+                url, lake, "default", since, until, {}, 1800, metrics=bad
+            )
+
+
 @pytest.mark.parametrize("k", range(len(RANGES) - 1))
 @pytest.mark.parametrize(
     "by", [("model", "variant"), ("tenant", "model"), ("service_name",), ("variant",)]

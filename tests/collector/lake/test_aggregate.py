@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from collector.lake import aggregate, layout, query, seal, stats
@@ -150,3 +151,27 @@ def check_exact_stats(
             source="raw",
         )
         assert close(rows, want), (group_by, bucket_s)
+
+
+def test_a_rewritten_hour_is_read_afresh(store: tuple[str, layout.Lake]) -> None:
+    """The process's DuckDB keeps Parquet footers between statements (``enable_object_cache``):
+    a file rewritten after a read must not be served from the stale footer."""
+    url, lake = store
+    since, until = T0, T0 + HOUR
+    sql = "SELECT count(*) AS n, sum(output_tokens) AS out FROM calls"
+    cols = ["start_unix_nano", "output_tokens"]
+
+    def read() -> dict[str, Any]:
+        got: dict[str, Any] = aggregate.aggregate_calls(
+            url, lake, ["default"], sql, since_ns=since, until_ns=until, columns=cols
+        ).to_pylist()[0]
+        return got
+
+    before = read()
+    assert before["n"] > 10
+    path = lake.reader_path(lake.data_path("calls", "default", T0))
+    table = pq.read_table(path)
+    pq.write_table(table.slice(0, 10), path)
+    after = read()
+    assert after["n"] == 10
+    assert after["out"] == sum(v for v in table.column("output_tokens").to_pylist()[:10] if v)
