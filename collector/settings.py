@@ -103,6 +103,14 @@ class Settings(BaseSettings):
         "restarted by the collector: a second core), `thread` (inside the collector), "
         "`external` (none here: run `driftline spool process`).",
     )
+    spool_processor_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="Niceness added to the spawned spool processor process (`process` mode): "
+        "acknowledgements wait on the receiver, not on the processor, so on a machine short of "
+        "cores the receiver gets the CPU first and a backlog drains in the idle time (0: equal).",
+    )
     spool_dir: Path = Field(
         None,  # type: ignore[assignment]  # filled from database_url by _default_spool_dir
         description="Directory of the spool's segment files, one per store. Default: "

@@ -118,7 +118,10 @@ def child_main(
     settings: Settings, directory: Path, stop: Any, log_queue: Any, log_level: int, parent: int
 ) -> None:
     """Entry point of the supervised processor process (``multiprocessing`` spawn): logs go
-    through ``log_queue`` to the collector's handlers; ``stop`` is a multiprocessing Event."""
+    through ``log_queue`` to the collector's handlers; ``stop`` is a multiprocessing Event.
+    The process lowers its priority by ``settings.spool_processor_nice`` first."""
+    if settings.spool_processor_nice:
+        os.nice(settings.spool_processor_nice)
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)

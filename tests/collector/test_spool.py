@@ -135,9 +135,9 @@ def test_prune_keeps_unprocessed_and_recent_segments(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
 def test_collector_with_spool_acks_then_processes(tmp_path: Path, mode: str) -> None:
-    """Process mode: the processor is a child process; bytes, lag and spans/s reach the
-    collector's /healthz and /metrics through the spool's files, the KPIs through its
-    exposition file."""
+    """Process mode: the processor is a child process of lower priority; bytes, lag and
+    spans/s reach the collector's /healthz and /metrics through the spool's files, the KPIs
+    through its exposition file."""
     settings = make_settings(
         f"sqlite:///{tmp_path}/d.db",
         grpc_enabled=False,
@@ -155,7 +155,13 @@ def test_collector_with_spool_acks_then_processes(tmp_path: Path, mode: str) -> 
         assert health["spool_lag_s"] == 0.0
         assert health["spool_processor"]["mode"] == mode
         if mode == "process":
-            assert health["spool_processor"]["pid"] not in (None, os.getpid())
+            pid = health["spool_processor"]["pid"]
+            assert pid not in (None, os.getpid())
+            # the processor yields the CPU to the receiver (acknowledgements wait on it)
+            mine = os.getpriority(os.PRIO_PROCESS, 0)
+            expected = min(mine + settings.spool_processor_nice, 19)
+            assert settings.spool_processor_nice > 0
+            assert os.getpriority(os.PRIO_PROCESS, pid) == expected
         wait_for(lambda: 'driftline_tokens_total{direction="input"' in client.get("/metrics").text)
         metrics = client.get("/metrics").text
         assert "driftline_spool_bytes 0.0" in metrics
