@@ -82,13 +82,7 @@ def register_calls(
         ValueError: an unknown column, no column, an empty or reversed range, a bad filter.
     """
     names = list(dict.fromkeys(columns))
-    unknown = [
-        n for n in names if n not in analytics.CALLS.c and n not in analytics.DERIVED_COLUMNS
-    ]
-    if unknown:
-        raise ValueError(f"columns: unknown llm_calls columns {unknown}")
-    if not names:
-        raise ValueError("columns: at least one column is needed")
+    query.check_columns(names)
     if until_ns <= since_ns:
         raise ValueError(f"empty range: until_ns ({until_ns}) <= since_ns ({since_ns})")
     flt = analytics.validate_filters(filters)

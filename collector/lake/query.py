@@ -285,6 +285,18 @@ def store_tenants(database_url: str) -> list[str]:
     return sorted(str(x) for x in t.column(0).to_pylist())
 
 
+def check_columns(names: Sequence[str]) -> None:
+    """Raises ValueError when ``names`` is empty or holds a name that is neither an
+    ``llm_calls`` column nor a derived indicator (``analytics.DERIVED_COLUMNS``)."""
+    unknown = [
+        n for n in names if n not in analytics.CALLS.c and n not in analytics.DERIVED_COLUMNS
+    ]
+    if unknown:
+        raise ValueError(f"columns: unknown llm_calls columns {unknown}")
+    if not names:
+        raise ValueError("columns: at least one column is needed")
+
+
 def fetch_calls(
     database_url: str,
     lake: Lake | None,
@@ -303,13 +315,7 @@ def fetch_calls(
     Rows come in no particular order.
     """
     names = list(columns) if columns is not None else list(CALL_COLUMNS)
-    unknown = [
-        n for n in names if n not in analytics.CALLS.c and n not in analytics.DERIVED_COLUMNS
-    ]
-    if unknown:
-        raise ValueError(f"columns: unknown llm_calls columns {unknown}")
-    if not names:
-        raise ValueError("columns: at least one column is needed")
+    check_columns(names)
     if tenant is None and not all_tenants:
         raise ValueError("tenant: required unless all_tenants=True")
     analytics.validate_range(since_ns, until_ns)
