@@ -1,11 +1,11 @@
 """Benchmark: a full drift run over 1,000,000 calls (12 signals × 10 segments), and Evidently.
 
-Data (generated once, cached in ``.cache/bench-drift/``): 1,000,000 calls in a SQLite store
-(schema from the migrations), 500,000 in a 12 h reference window and 500,000 in the next 12 h;
-10 segments = 5 models × 2 variants; prompts are real Dolly prompts without context
-(shared/data), outputs are short English answers with ~3 % refusals and ~1 % empty outputs;
-2 % of calls carry a thumbs vote. Two segments drift: one answers longer (output_tokens, e2e_s),
-one refuses more.
+Data (generated once, cached in ``.cache/bench-drift/``; loaded by ``benchmarks/storeload.py``;
+10 M calls: ~4 min, ~8 GB): 1,000,000 calls in a SQLite store (schema from the migrations),
+500,000 in a 12 h reference window and 500,000 in the next 12 h; 10 segments = 5 models ×
+2 variants; prompts are real Dolly prompts without context (shared/data), outputs are short
+English answers with ~3 % refusals and ~1 % empty outputs; 2 % of calls carry a thumbs vote.
+Two segments drift: one answers longer (output_tokens, e2e_s), one refuses more.
 
 ``drift_run_s``: wall time of :func:`drift.runs.run_drift` as the scheduled job runs it, through
 the lake (the 24 closed hours sealed into the Parquet lake beside the store once, with the

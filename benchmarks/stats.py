@@ -1,8 +1,10 @@
 """Stats benchmark: ``GET /api/v1/stats?group_by=model,bucket&bucket=1h`` over 30 days of calls.
 
-Synthetic calls (4 models, 2 variants, 30 days, ~5 % errors, realistic nulls) are bulk-loaded
-into a SQLite store with ``collector.store.bulk.upsert`` (rows in ``llm_calls`` column order,
-the writer's own fast path); the store is kept and reused when it already holds the rows. The
+Synthetic calls (4 models, 2 variants, 30 days, ~5 % errors, realistic nulls; generated with
+numpy, vectorised) are loaded into a fresh SQLite store by ``benchmarks/storeload.py`` (indexes
+and the full-text index built after the rows: the same store as the writer's, checked), into
+another store with ``collector.store.bulk.upsert`` (the writer's fast path); the store is kept
+and reused when it already holds the rows (10 M calls: ~6 min to generate, a ~5 GB file). The
 closed hours are then sealed into the Parquet lake next to it (``collector.lake.seal``, reused
 when the manifest already holds every row), measuring the seal rate and the process's memory
 growth while sealing (it should be flat: one hour in memory at a time).
