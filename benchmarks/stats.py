@@ -187,9 +187,10 @@ def ensure_data(url: str, rows: int, rng: np.random.Generator, days: int = DAYS)
         db = make_url(url).database
         if store_engine.is_sqlite(url) and db and db != ":memory:" and not db.startswith("file:"):
             engine.dispose()
-            for suffix in ("", "-wal", "-shm"):  # a fresh file: cheaper than deleting the rows
-                Path(db + suffix).unlink(missing_ok=True)
-            store_engine.upgrade(url)
+            if have:  # a fresh file: cheaper than deleting the rows
+                for suffix in ("", "-wal", "-shm"):
+                    Path(db + suffix).unlink(missing_ok=True)
+                store_engine.upgrade(url)
             _load_sqlite(Path(db), rows, rng, days)
         else:
             with engine.begin() as conn:
