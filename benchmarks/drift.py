@@ -1,11 +1,11 @@
 """Benchmark: a full drift run over 1,000,000 calls (12 signals × 10 segments), and Evidently.
 
-Data (generated once, cached in ``.cache/bench-drift/``): 1,000,000 calls in a SQLite store
-(schema from the migrations), 500,000 in a 12 h reference window and 500,000 in the next 12 h;
-10 segments = 5 models × 2 variants; prompts are real Dolly prompts without context
-(shared/data), outputs are short English answers with ~3 % refusals and ~1 % empty outputs;
-2 % of calls carry a thumbs vote. Two segments drift: one answers longer (output_tokens, e2e_s),
-one refuses more.
+Data (generated once, cached in ``.cache/bench-drift/``; loaded by ``benchmarks/storeload.py``;
+10 M calls: ~4 min, ~8 GB): 1,000,000 calls in a SQLite store (schema from the migrations),
+500,000 in a 12 h reference window and 500,000 in the next 12 h; 10 segments = 5 models ×
+2 variants; prompts are real Dolly prompts without context (shared/data), outputs are short
+English answers with ~3 % refusals and ~1 % empty outputs; 2 % of calls carry a thumbs vote.
+Two segments drift: one answers longer (output_tokens, e2e_s), one refuses more.
 
 ``drift_run_s``: wall time of :func:`drift.runs.run_drift` as the scheduled job runs it, through
 the lake (the 24 closed hours sealed into the Parquet lake beside the store once, with the
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import sqlite3
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.storeload import fast_load  # noqa: E402
 from collector.lake import manifest, textfeatures  # noqa: E402
 from collector.lake.layout import Lake, default_lake_url, open_lake  # noqa: E402
 from collector.lake.seal import seal_pending  # noqa: E402
@@ -73,9 +73,15 @@ REFUSAL = "I'm sorry, but I can't help with that request."
 
 
 def generate(path: Path, n: int, seed: int = 7) -> None:
-    """Write ``n`` calls and their thumbs votes into a fresh SQLite store at ``path``."""
-    if path.exists():
-        path.unlink()
+    """Write ``n`` calls and their thumbs votes into a fresh SQLite store at ``path``.
+
+    Vectorised per chunk of 100,000 calls (numpy; the same draws in the same order as the
+    per-row loop it replaced, so a seed gives the same rows) and loaded with
+    :func:`benchmarks.storeload.fast_load` (indexes and the full-text index built after the
+    rows; the same store as the writer's).
+    """
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
     url = f"sqlite:///{path}"
     store_engine.upgrade(url)
     rng = np.random.default_rng(seed)
@@ -84,71 +90,78 @@ def generate(path: Path, n: int, seed: int = 7) -> None:
         for line in DOLLY.open(encoding="utf-8")
         if not json.loads(line)["has_context"]
     ]
-    con = sqlite3.connect(path)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=OFF")
+    prompt_arr = np.array(prompts, dtype=object)
+    prompt_tokens = np.maximum(1, np.array([len(p) for p in prompts]) // 4)
+    answers = np.array(ANSWERS, dtype=object)
+    models = np.array(MODELS, dtype=object)
     half = n // 2
     chunk = 100_000
-    for lo in range(0, n, chunk):
-        m = min(chunk, n - lo)
-        idx = np.arange(lo, lo + m)
-        cur = idx >= half
-        start = BASE_NS + np.where(cur, 12 * HOUR_NS, 0) + (idx % half) * (12 * HOUR_NS // half)
-        seg = rng.integers(0, 10, m)
-        model = seg // 2
-        variant = seg % 2
-        longer = cur & (seg == 3)  # segment 3 answers longer in the current window
-        refuses = rng.random(m) < np.where(cur & (seg == 6), 0.12, 0.03)  # segment 6 refuses
-        empty = ~refuses & (rng.random(m) < 0.01)
-        out_tok = np.maximum(1, rng.lognormal(np.where(longer, 5.6, 5.0), 0.6, m)).astype(int)
-        ttft = rng.gamma(4.0, 0.06, m)
-        tpot = rng.gamma(9.0, 0.0025, m)
-        e2e = ttft + tpot * (out_tok - 1)
-        finish = np.where(
-            rng.random(m) < 0.05,
-            "length",
-            np.where(rng.random(m) < 0.004, "content_filter", "stop"),
-        )
-        redactions = np.where(rng.random(m) < 0.01, 1, 0)
-        p_idx = rng.integers(0, len(prompts), m)
-        a_idx = rng.integers(0, len(ANSWERS), m)
-        rows = []
-        for k in range(m):
-            i = int(idx[k])
-            prompt = prompts[p_idx[k]]
-            text = "" if empty[k] else REFUSAL if refuses[k] else ANSWERS[a_idx[k]]
-            trace = f"{i:032x}"
-            span = f"{i + 1:016x}"
-            rows.append((
-                "default", trace, span, f"{trace}:{span}", "chat-api", MODELS[model[k]],
-                f"v{variant[k]}", int(start[k]), int(start[k] + e2e[k] * 1e9),
-                max(1, len(prompt) // 4), int(out_tok[k]), float(ttft[k]), float(e2e[k]),
-                float(tpot[k]) if out_tok[k] > 1 else None, str(finish[k]), "ok", "[]",
-                prompt, text, "semconv", int(redactions[k]),
-            ))  # fmt: skip
-        con.executemany(
-            "INSERT INTO llm_calls (tenant, trace_id, span_id, call_id, service_name, model, "
-            "variant, start_unix_nano, end_unix_nano, input_tokens, output_tokens, ttft_s, e2e_s, "
-            "tpot_s, finish_reason, status, flags, input_text, output_text, dialect, redactions) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            rows,
-        )
-        voted = np.flatnonzero(rng.random(m) < 0.02)
-        down_p = np.where(refuses[voted] | empty[voted], 0.7, 0.15)
-        now = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
-        con.executemany(
-            "INSERT INTO feedback (tenant, feedback_id, trace_id, span_id, kind, attributes, "
-            "timestamp_unix_nano, received_at) VALUES (?,?,?,?,?,?,?,?)",
-            [
-                ("default", f"fb-{int(idx[v])}", f"{int(idx[v]):032x}", f"{int(idx[v]) + 1:016x}",
-                 "thumbs_down" if rng.random() < down_p[j] else "thumbs_up", "{}",
-                 int(start[v]) + 60 * 10**9, now)
-                for j, v in enumerate(voted)
-            ],
-        )  # fmt: skip
-        con.commit()
-    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    con.close()
+    with fast_load(path) as con:
+        con.execute("BEGIN")
+        for lo in range(0, n, chunk):
+            m = min(chunk, n - lo)
+            idx = np.arange(lo, lo + m)
+            cur = idx >= half
+            start = BASE_NS + np.where(cur, 12 * HOUR_NS, 0) + (idx % half) * (12 * HOUR_NS // half)
+            seg = rng.integers(0, 10, m)
+            model = seg // 2
+            variant = seg % 2
+            longer = cur & (seg == 3)  # segment 3 answers longer in the current window
+            refuses = rng.random(m) < np.where(cur & (seg == 6), 0.12, 0.03)  # segment 6 refuses
+            empty = ~refuses & (rng.random(m) < 0.01)
+            out_tok = np.maximum(1, rng.lognormal(np.where(longer, 5.6, 5.0), 0.6, m)).astype(int)
+            ttft = rng.gamma(4.0, 0.06, m)
+            tpot = rng.gamma(9.0, 0.0025, m)
+            e2e = ttft + tpot * (out_tok - 1)
+            finish = np.where(
+                rng.random(m) < 0.05,
+                "length",
+                np.where(rng.random(m) < 0.004, "content_filter", "stop"),
+            )
+            redactions = np.where(rng.random(m) < 0.01, 1, 0)
+            p_idx = rng.integers(0, len(prompts), m)
+            a_idx = rng.integers(0, len(ANSWERS), m)
+            ids = idx.tolist()
+            traces = [f"{i:032x}" for i in ids]
+            spans = [f"{i + 1:016x}" for i in ids]
+            texts = answers[a_idx]
+            texts[refuses] = REFUSAL
+            texts[empty] = ""
+            tpot_col = tpot.astype(object)
+            tpot_col[out_tok <= 1] = None
+            con.executemany(
+                "INSERT INTO llm_calls (tenant, trace_id, span_id, call_id, service_name, model, "
+                "variant, start_unix_nano, end_unix_nano, input_tokens, output_tokens, ttft_s, "
+                "e2e_s, tpot_s, finish_reason, status, flags, input_text, output_text, dialect, "
+                "redactions) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                zip(
+                    ["default"] * m, traces, spans,
+                    [f"{t}:{s}" for t, s in zip(traces, spans, strict=True)],
+                    ["chat-api"] * m, models[model].tolist(),
+                    np.where(variant == 1, "v1", "v0").astype(object).tolist(), start.tolist(),
+                    (start + e2e * 1e9).astype(np.int64).tolist(), prompt_tokens[p_idx].tolist(),
+                    out_tok.tolist(), ttft.tolist(), e2e.tolist(), tpot_col.tolist(),
+                    finish.astype(object).tolist(), ["ok"] * m, ["[]"] * m,
+                    prompt_arr[p_idx].tolist(), texts.tolist(), ["semconv"] * m,
+                    redactions.tolist(),
+                    strict=True,
+                ),
+            )  # fmt: skip
+            voted = np.flatnonzero(rng.random(m) < 0.02)
+            down_p = np.where(refuses[voted] | empty[voted], 0.7, 0.15)
+            down = rng.random(len(voted)) < down_p  # one draw per vote, in order, as before
+            now = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
+            con.executemany(
+                "INSERT INTO feedback (tenant, feedback_id, trace_id, span_id, kind, attributes, "
+                "timestamp_unix_nano, received_at) VALUES (?,?,?,?,?,?,?,?)",
+                [
+                    ("default", f"fb-{int(idx[v])}", f"{int(idx[v]):032x}",
+                     f"{int(idx[v]) + 1:016x}", "thumbs_down" if down[j] else "thumbs_up", "{}",
+                     int(start[v]) + 60 * 10**9, now)
+                    for j, v in enumerate(voted)
+                ],
+            )  # fmt: skip
+        con.execute("COMMIT")
 
 
 def export_for_evidently(url: str, out: Path) -> None:

@@ -1,8 +1,10 @@
 """Stats benchmark: ``GET /api/v1/stats?group_by=model,bucket&bucket=1h`` over 30 days of calls.
 
-Synthetic calls (4 models, 2 variants, 30 days, ~5 % errors, realistic nulls) are bulk-loaded
-into a SQLite store with ``collector.store.bulk.upsert`` (rows in ``llm_calls`` column order,
-the writer's own fast path); the store is kept and reused when it already holds the rows. The
+Synthetic calls (4 models, 2 variants, 30 days, ~5 % errors, realistic nulls; generated with
+numpy, vectorised) are loaded into a fresh SQLite store by ``benchmarks/storeload.py`` (indexes
+and the full-text index built after the rows: the same store as the writer's, checked), into
+another store with ``collector.store.bulk.upsert`` (the writer's fast path); the store is kept
+and reused when it already holds the rows (10 M calls: ~6 min to generate, a ~5 GB file). The
 closed hours are then sealed into the Parquet lake next to it (``collector.lake.seal``, reused
 when the manifest already holds every row), measuring the seal rate and the process's memory
 growth while sealing (it should be flat: one hour in memory at a time).
@@ -41,9 +43,11 @@ from typing import Any
 import numpy as np
 from fastapi.testclient import TestClient
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.storeload import fast_load
 from collector.lake import manifest
 from collector.lake.layout import default_lake_url, open_lake
 from collector.lake.seal import seal_pending
@@ -59,11 +63,17 @@ PRICES = {"gpt-4o": (2.5e-6, 10e-6), "gpt-4o-mini": (0.15e-6, 0.6e-6)}  # USD pe
 CHUNK = 50_000
 
 
-def build_rows(
-    rng: np.random.Generator, start: int, starts: np.ndarray[Any, Any]
-) -> list[tuple[Any, ...]]:
-    """Synthetic ``llm_calls`` rows (tuples in table column order) for tenant default, one per
-    start time (unix ns); ``start`` numbers the first row's ids."""
+def build_columns(
+    rng: np.random.Generator, start: int, starts: np.ndarray[Any, Any], *, json_text: bool = False
+) -> dict[str, list[Any]]:
+    """Synthetic ``llm_calls`` columns for tenant default, one row per start time (unix ns):
+    column name → Python values (None for null); ``start`` numbers the first row's ids. Columns
+    not named are null. JSON columns hold Python lists, or with ``json_text`` the text the
+    writer stores for them.
+
+    Vectorised (numpy); the same draws in the same order as the per-row loop it replaced, so a
+    seed gives the same rows as before.
+    """
     n = len(starts)
     model_idx = rng.integers(0, len(MODELS), n)
     ttft = rng.lognormal(-1.6, 0.7, n)
@@ -73,53 +83,98 @@ def build_rows(
     e2e = ttft + tpot * np.maximum(out_tok - 1, 0)
     queue = rng.exponential(0.05, n)
     u = rng.random((n, 4))
-    names = [c.name for c in bulk.CALLS.columns]
-    rows = []
-    for i in range(n):
-        model = MODELS[model_idx[i]]
-        error = u[i, 0] < 0.05
-        known_ttft = u[i, 1] > 0.1
-        known_queue = model.startswith(("llama", "qwen")) and u[i, 2] > 0.05
-        price = PRICES.get(model)
-        cost = None if price is None else float(in_tok[i] * price[0] + out_tok[i] * price[1])
-        gpu = None if price is not None else float((in_tok[i] + out_tok[i]) * 4e-7)
-        k = start + i
-        rec = {
-            "tenant": "default",
-            "trace_id": f"{k:032x}",
-            "span_id": f"{k:016x}",
-            "call_id": f"chatcmpl-{k}",
-            "service_name": "chat-api",
-            "operation": "chat",
-            "model": model,
-            "request_model": model,
-            "response_model": model,
-            "variant": "candidate" if u[i, 3] < 0.2 else "baseline",
-            "rollout": "r1",
-            "start_unix_nano": int(starts[i]),
-            "end_unix_nano": int(starts[i] + e2e[i] * 1e9),
-            "input_tokens": int(in_tok[i]),
-            "output_tokens": None if error else int(out_tok[i]),
-            "queue_s": float(queue[i]) if known_queue else None,
-            "ttft_s": float(ttft[i]) if known_ttft and not error else None,
-            "e2e_s": float(e2e[i]),
-            "tpot_s": float(tpot[i]) if known_ttft and not error else None,
-            "finish_reasons": ["error"] if error else ["stop"],
-            "finish_reason": "error" if error else "stop",
-            "status": "error" if error else "ok",
-            "error_type": ("429" if u[i, 2] < 0.5 else "timeout") if error else None,
-            "flags": [] if price is not None or gpu is not None else ["unpriced"],
-            "cost_usd": None if error else cost,
-            "gpu_cost_usd": None if error else gpu,
-            "dialect": "semconv",
-        }
-        rows.append(tuple(rec.get(name) for name in names))
-    return rows
+    error = u[:, 0] < 0.05
+    known_ttft = (u[:, 1] > 0.1) & ~error
+    self_hosted = np.array([m.startswith(("llama", "qwen")) for m in MODELS])[model_idx]
+    known_queue = self_hosted & (u[:, 2] > 0.05)
+    p_in = np.array([PRICES.get(m, (np.nan, np.nan))[0] for m in MODELS])[model_idx]
+    p_out = np.array([PRICES.get(m, (np.nan, np.nan))[1] for m in MODELS])[model_idx]
+    priced = np.array([m in PRICES for m in MODELS])[model_idx]
+    cost = in_tok * p_in + out_tok * p_out
+    gpu = (in_tok + out_tok) * 4e-7
+
+    def nullable(values: np.ndarray[Any, Any], known: np.ndarray[Any, Any]) -> list[Any]:
+        out = values.astype(object)
+        out[~known] = None
+        return list(out.tolist())
+
+    ids = range(start, start + n)
+    models = np.array(MODELS, dtype=object)[model_idx].tolist()
+    status = np.where(error, "error", "ok").astype(object)
+    error_type = np.where(u[:, 2] < 0.5, "429", "timeout").astype(object)
+    error_type[~error] = None
+    if json_text:
+        reasons: list[Any] = np.where(error, '["error"]', '["stop"]').astype(object).tolist()
+        flags: list[Any] = ["[]"] * n
+    else:
+        reasons = [["error"] if e else ["stop"] for e in error.tolist()]
+        flags = [[] for _ in range(n)]  # every call is priced or has a GPU cost
+    return {
+        "tenant": ["default"] * n,
+        "trace_id": [f"{k:032x}" for k in ids],
+        "span_id": [f"{k:016x}" for k in ids],
+        "call_id": [f"chatcmpl-{k}" for k in ids],
+        "service_name": ["chat-api"] * n,
+        "operation": ["chat"] * n,
+        "model": models,
+        "request_model": models,
+        "response_model": models,
+        "variant": np.where(u[:, 3] < 0.2, "candidate", "baseline").astype(object).tolist(),
+        "rollout": ["r1"] * n,
+        "start_unix_nano": starts.astype(np.int64).tolist(),
+        "end_unix_nano": (starts + e2e * 1e9).astype(np.int64).tolist(),
+        "input_tokens": in_tok.tolist(),
+        "output_tokens": nullable(out_tok, ~error),
+        "queue_s": nullable(queue, known_queue),
+        "ttft_s": nullable(ttft, known_ttft),
+        "e2e_s": e2e.tolist(),
+        "tpot_s": nullable(tpot, known_ttft),
+        "finish_reasons": reasons,
+        "finish_reason": np.where(error, "error", "stop").astype(object).tolist(),
+        "status": status.tolist(),
+        "error_type": error_type.tolist(),
+        "flags": flags,
+        "cost_usd": nullable(cost, priced & ~error),
+        "gpu_cost_usd": nullable(gpu, ~priced & ~error),
+        "dialect": ["semconv"] * n,
+    }
+
+
+def build_rows(
+    rng: np.random.Generator, start: int, starts: np.ndarray[Any, Any]
+) -> list[tuple[Any, ...]]:
+    """Synthetic ``llm_calls`` rows (tuples in table column order, for ``bulk.upsert``) for
+    tenant default, one per start time (unix ns); ``start`` numbers the first row's ids
+    (:func:`build_columns`)."""
+    cols = build_columns(rng, start, starts)
+    n = len(starts)
+    nulls = [None] * n
+    return list(zip(*(cols.get(c.name, nulls) for c in bulk.CALLS.columns), strict=True))
+
+
+def _load_sqlite(path: Path, rows: int, rng: np.random.Generator, days: int) -> None:
+    """Fill the migrated, empty SQLite store at ``path`` (:func:`benchmarks.storeload.fast_load`;
+    one transaction per 1,000,000 rows)."""
+    starts = np.sort(T0_NS + rng.integers(0, days * 86_400 * 10**9, rows))
+    with fast_load(path, ("llm_calls",)) as con:
+        for start in range(0, rows, CHUNK):
+            cols = build_columns(rng, start, starts[start : start + CHUNK], json_text=True)
+            names = ", ".join(cols)
+            marks = ", ".join("?" * len(cols))
+            if start % 1_000_000 == 0:
+                con.execute("BEGIN")
+            con.executemany(
+                f"INSERT INTO llm_calls ({names}) VALUES ({marks})",
+                zip(*cols.values(), strict=True),
+            )
+            if (start + CHUNK) % 1_000_000 == 0 or start + CHUNK >= rows:
+                con.execute("COMMIT")
 
 
 def ensure_data(url: str, rows: int, rng: np.random.Generator, days: int = DAYS) -> None:
     """Migrate and load ``rows`` calls over ``days`` days from :data:`T0_NS` unless the store
-    already holds exactly that many."""
+    already holds exactly that many. A SQLite store is filled by :func:`_load_sqlite`, another
+    by ``bulk.upsert`` (the writer's fast path) in batches of :data:`CHUNK`: the same rows."""
     store_engine.upgrade(url)
     engine = store_engine.make_engine(url)
     try:
@@ -129,14 +184,23 @@ def ensure_data(url: str, rows: int, rng: np.random.Generator, days: int = DAYS)
             print(f"reusing {have} stored calls", file=sys.stderr)
             return
         t0 = time.perf_counter()
-        with engine.begin() as conn:
-            conn.execute(text("DELETE FROM llm_calls"))
-        # Calls arrive roughly in time order, so rows are stored in start order.
-        starts = np.sort(T0_NS + rng.integers(0, days * 86_400 * 10**9, rows))
-        for start in range(0, rows, CHUNK):
-            batch = build_rows(rng, start, starts[start : start + CHUNK])
+        db = make_url(url).database
+        if store_engine.is_sqlite(url) and db and db != ":memory:" and not db.startswith("file:"):
+            engine.dispose()
+            if have:  # a fresh file: cheaper than deleting the rows
+                for suffix in ("", "-wal", "-shm"):
+                    Path(db + suffix).unlink(missing_ok=True)
+                store_engine.upgrade(url)
+            _load_sqlite(Path(db), rows, rng, days)
+        else:
             with engine.begin() as conn:
-                bulk.upsert(conn, bulk.CALLS, batch)
+                conn.execute(text("DELETE FROM llm_calls"))
+            # Calls arrive roughly in time order, so rows are stored in start order.
+            starts = np.sort(T0_NS + rng.integers(0, days * 86_400 * 10**9, rows))
+            for start in range(0, rows, CHUNK):
+                batch = build_rows(rng, start, starts[start : start + CHUNK])
+                with engine.begin() as conn:
+                    bulk.upsert(conn, bulk.CALLS, batch)
         print(f"loaded {rows} calls in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     finally:
         engine.dispose()
@@ -215,7 +279,7 @@ def main() -> None:
         "since": str(T0_NS // 10**9),
         "until": str(T0_NS // 10**9 + DAYS * 86_400),
     }
-    runs = [
+    runs: list[tuple[str, dict[str, Any], dict[str, str], int, str]] = [
         ("stats", dict(lake_url=lake_url), {}, args.requests, "rollup"),
         ("stats_raw", dict(lake_url=lake_url), {"source": "raw"}, args.raw_requests, "raw"),
         ("stats_summary", dict(lake_url=lake_url), {"source": "summary"}, args.requests, "summary"),
