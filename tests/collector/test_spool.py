@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import grpc
@@ -106,6 +107,67 @@ def test_one_appender_and_one_processor_per_directory(tmp_path: Path) -> None:
     again = acquire_processor_lock(tmp_path, wait=False)
     assert again is not None
     os.close(again)
+    sp.close()
+
+
+def test_concurrent_appends_are_acknowledged_only_once_fsynced(tmp_path: Path) -> None:
+    """Appends from many threads (group commit): every acknowledgement comes after an fsync
+    that covers its record (durable_end past it), across segment rolls, and every
+    acknowledged record reads back intact, once, in offset order."""
+    sp = Spool(tmp_path, segment_bytes=20_000)
+    acked: list[tuple[int, int]] = []  # (record end, durable end when acknowledged)
+    lock = threading.Lock()
+
+    def on_done(fut: Future[int]) -> None:
+        with lock:
+            acked.append((fut.result(), sp.durable_end))
+
+    def client(k: int) -> None:
+        for i in range(40):
+            body = f"{k}:{i}:".encode() + b"x" * 900
+            sp.append(TRACES_PROTOBUF, "t", body, k * 1000 + i).add_done_callback(on_done)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wait_for(lambda: len(acked) == 320, 30)
+    assert all(end <= durable for end, durable in acked)
+    assert len(sp.segments()) > 2  # rolled between groups
+    got, offset = [], 0
+    while recs := sp.read(offset):
+        got.extend(recs)
+        offset = recs[-1].end
+    assert sorted(end for end, _ in acked) == [r.end for r in got]
+    assert {r.received_unix_nano for r in got} == {
+        k * 1000 + i for k in range(8) for i in range(40)
+    }
+    assert all(r.body.split(b":")[0] == str(r.received_unix_nano // 1000).encode() for r in got)
+    sp.close()
+
+
+def test_failed_fsync_fails_its_records_and_later_appends_succeed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An fsync error (the disk, injected at the OS call) answers the records it covered with
+    SpoolFullError (503, retry) and never acknowledges them; the next append is acknowledged."""
+    sp = Spool(tmp_path)
+    real_fsync = os.fsync
+    calls = []
+
+    def failing_fsync(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 1:
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(SpoolFullError) as err:
+        sp.append(TRACES_JSON, "t", b"{}", 1).result(5)
+    assert err.value.retry_after_s == 5 and sp.durable_end == 0
+    end = sp.append(TRACES_JSON, "t", b"[]", 2).result(5)
+    assert sp.durable_end == end
     sp.close()
 
 
