@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from collector.lake.textfeatures import FEATURE_COLUMNS, refusal_sql
 from drift.callreaders import CallReader, lake_reader
@@ -36,7 +37,7 @@ from drift.colwindow import ColumnWindow
 from drift.extractcolumns import categorical_columns, numeric_columns, ordered
 from drift.report import Kind
 from drift.signalsources import judge_scores, thumbs_votes
-from drift.textsample import EMBEDDING_TESTS, FetchTexts, sampled_text_columns
+from drift.textsample import EMBEDDING_TESTS, FetchTexts, start_sampled_text_columns
 from drift.windows import Windows
 
 log = logging.getLogger(__name__)
@@ -236,9 +237,12 @@ def _build(
         else f"CAST({refusal} AS BOOLEAN) AS refusal, "
     )
     ids = calls.select(["trace_id", "span_id"])
-    # the text sample's salted hash of each call's ids (``_i`` finds the ids of sampled rows)
+    # the text sample's salted hash of each call's ids (``_i`` finds the ids of sampled rows):
+    # ``hash(trace_id || ':' || span_id || ':' || salt)``, the string built by one concat
+    # (half the work of the chain of ``||``; the same string, NULL when an id is NULL)
     h = (
-        f", hash(c.trace_id || ':' || c.span_id || ':' || {int(salt)}) AS h"
+        ", hash(CASE WHEN c.trace_id IS NULL OR c.span_id IS NULL THEN NULL ELSE "
+        f"concat(c.trace_id, ':', c.span_id, ':', {int(salt)}) END) AS h"
         if salt is not None
         else ""
     )
@@ -271,8 +275,10 @@ def _build(
         + ")"
     )
     join_seg = " AND ".join(f"c.{c} IS NOT DISTINCT FROM g.{c}" for c in seg_cols) or "TRUE"
-    con.execute(
-        "CREATE TEMP TABLE s AS SELECT c.win, c.start_unix_nano AS t, "
+    # ``s`` stays an Arrow table (registered under that name for the samples' SQL): copying
+    # the run's calls into a DuckDB table and reading them back out cost more than the joins
+    s_table = con.sql(
+        "SELECT c.win, c.start_unix_nano AS t, "
         f"CASE WHEN g.seg_id < {config.max_segments} THEN g.seg_id ELSE -1 END AS seg_id, "
         + "".join(f"CAST(c.{n} AS DOUBLE) AS {n}, " for n in numeric)
         + "c.finish_reason, "
@@ -315,7 +321,8 @@ def _build(
             if n_judge
             else ""
         )
-    )
+    ).to_arrow_table()
+    con.register("s", s_table)
     seg_rows = con.execute(
         f"SELECT seg_id, {', '.join(seg_cols) or 'NULL'} FROM seg "
         f"WHERE seg_id < {config.max_segments} ORDER BY seg_id"
@@ -333,9 +340,7 @@ def _build(
         segments[None] = (None, {})
     if not seg_cols:
         segments = {None: (None, {})}
-    n_ref, n_cur = con.execute(
-        "SELECT count(*) FILTER (win = 0), count(*) FILTER (win = 1) FROM s"
-    ).fetchall()[0]
+    n_ref, n_cur = (int(pc.sum(pc.equal(s_table.column("win"), w)).as_py() or 0) for w in (0, 1))
     columns: list[ColumnWindow] = []
     nums = (
         [*numeric, "judge_score"]
@@ -343,14 +348,20 @@ def _build(
         else numeric
     )
     cats = [s for s in ("finish_reason", *PROPORTION_SIGNALS) if s in wanted]
+    # the text sample is drawn now and its texts read on a worker thread meanwhile
+    texts = (
+        start_sampled_text_columns(con, config, segments, skipped, ids, fetch_texts)
+        if salt is not None
+        else None
+    )
     table = None
     if nums or cats:  # one sort of every call for both
         pi = ["judge_pi"] if "judge_score" in nums else []
-        table = ordered(con, list(dict.fromkeys([*nums, *pi, *cats])), ids)
+        table = ordered(con, list(dict.fromkeys([*nums, *pi, *cats])), ids, s_table)
     columns += numeric_columns(con, nums, segments, table)
     columns += categorical_columns(con, cats, segments, windows.current_start_ns, table)
-    if salt is not None:
-        columns += sampled_text_columns(con, config, segments, skipped, ids, fetch_texts)
+    if texts is not None:
+        columns += texts()
     return Extraction(
         columns=tuple(columns),
         segment_keys={label: keys for label, keys in segments.values()},
