@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import duckdb
@@ -176,6 +177,18 @@ def extract(
         (windows.reference_start_ns, windows.reference_end_ns),
         (windows.current_start_ns, windows.current_end_ns),
     ]
+    # the store's votes and judge scores are read on a worker thread while the calls are read
+    wants_judge = "judge_score" in wanted or "refusal" in wanted
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drift-votes")
+    try:
+        votes_read = worker.submit(thumbs_votes, database_url, tenant, windows.reference_start_ns)
+        judge_read = (
+            worker.submit(judge_scores, database_url, tenant, windows.reference_start_ns)
+            if wants_judge
+            else None
+        )
+    finally:
+        worker.shutdown(wait=False)  # the thread ends with the reads
     calls = read.calls(database_url, tenant, spans, list(dict.fromkeys(names)))
 
     def fetch_texts(keys: pa.Table, columns: Sequence[str]) -> pa.Table:
@@ -190,11 +203,10 @@ def extract(
             "calls_arrow",
             calls.append_column("_i", pa.array(np.arange(calls.num_rows, dtype=np.int64))),
         )
-        votes = thumbs_votes(database_url, tenant, windows.reference_start_ns)
-        con.register("votes_arrow", votes)
+        con.register("votes_arrow", votes_read.result())
         judge = None
-        if "judge_score" in wanted or "refusal" in wanted:
-            judge, why = judge_scores(database_url, tenant, windows.reference_start_ns)
+        if judge_read is not None:
+            judge, why = judge_read.result()
             if judge is None and "judge_score" in wanted:
                 skipped["judge_score"] = why
         con.register("judge_arrow", judge if judge is not None else _EMPTY_JUDGE)
