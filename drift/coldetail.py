@@ -97,7 +97,8 @@ def column_detail(
         if result.method == "wasserstein" and result.statistic is not None:
             wd: float | None = result.statistic
         else:
-            wd = normed_wasserstein_sorted(ref, cur)  # = wasserstein_test(...).statistic
+            # = wasserstein_test(...).statistic; the merge from the window's one sort
+            wd = normed_wasserstein_sorted(ref, cur, order=prep.order)
         if prep.ref_distinct > MAX_UNBINNED_VALUES:
             # binned_shares' Sturges edges over ref ∪ cur, counted with one searchsorted each
             lo, hi = min(ref[0], cur[0]), max(ref[-1], cur[-1])

@@ -89,7 +89,9 @@ def wasserstein_test(
     )
 
 
-def wasserstein_sorted(u: NDArray[np.float64], v: NDArray[np.float64]) -> float:
+def wasserstein_sorted(
+    u: NDArray[np.float64], v: NDArray[np.float64], order: NDArray[np.intp] | None = None
+) -> float:
     """``scipy.stats.wasserstein_distance(u, v)`` of two ascending arrays: the same float.
 
     scipy (``_cdf_distance``, p = 1) merges both samples, takes the gaps between successive
@@ -103,6 +105,12 @@ def wasserstein_sorted(u: NDArray[np.float64], v: NDArray[np.float64]) -> float:
     Args:
         u, v: shape (n_u,), (n_v,), ascending, finite, non-empty (unchecked: callers pass
             :func:`drift.colwindow.prepare`'s sorted values).
+        order: an argsort (ties in any order) of some ``concatenate([a, b])`` with ``u`` the
+            sorted ``a`` and ``v`` the sorted ``b`` (:attr:`drift.colwindow.Prepared.order`),
+            shape (n_u + n_v,), unchecked: the merge is read from it instead of sorted again.
+            The merged values are the same sorted values, and the running counts differ only
+            inside runs of ties, where the gap is 0: the same float (the sign of a zero
+            total aside, which a −0.0 value could flip).
 
     Returns:
         W1 in the values' unit.
@@ -110,11 +118,18 @@ def wasserstein_sorted(u: NDArray[np.float64], v: NDArray[np.float64]) -> float:
     Source: scipy.stats.wasserstein_distance (Ramdas, Garcia & Cuturi 2017, eq. of the
     one-dimensional W1 as the L1 distance of the CDFs).
     """
-    merged = np.concatenate((u, v))
-    order = np.argsort(merged, kind="stable")
-    values = merged[order]
+    if order is None:
+        merged = np.concatenate((u, v))
+        order = np.argsort(merged, kind="stable")
+        values = merged[order]
+        is_u = order < u.size
+    else:
+        is_u = order < u.size
+        values = np.empty(u.size + v.size, dtype=np.float64)
+        values[is_u] = u  # the k-th value of a in sorted order is u[k]
+        values[~is_u] = v
     deltas = np.diff(values)
-    from_u = np.cumsum(order[:-1] < u.size)
+    from_u = np.cumsum(is_u[:-1])
     u_cdf = from_u / u.size
     v_cdf = (np.arange(1, values.size) - from_u) / v.size
     return float(_vecdot(np.abs(u_cdf - v_cdf), deltas))
@@ -131,11 +146,13 @@ def normed_wasserstein_sorted(
     current: NDArray[np.float64],
     *,
     std_floor: float = WASSERSTEIN_STD_FLOOR,
+    order: NDArray[np.intp] | None = None,
 ) -> float:
     """:func:`wasserstein_test`'s statistic of two ascending, finite, non-empty arrays (the
-    same float, through :func:`wasserstein_sorted`). Unit: reference standard deviations."""
+    same float, through :func:`wasserstein_sorted`, ``order`` as there). Unit: reference
+    standard deviations."""
     norm = max(float(np.std(reference)), std_floor)
-    return wasserstein_sorted(reference, current) / norm
+    return wasserstein_sorted(reference, current, order) / norm
 
 
 def binned_shares(

@@ -24,26 +24,27 @@ Segments = dict[int | None, tuple[str | None, dict[str, str | None]]]
 _KEY = 1 << 32
 
 
-def _slices(
-    t: pa.Table, segments: Segments
-) -> list[tuple[int | None, str | None, list[NDArray[np.int64]]]]:
-    """Per segment: (seg_id, label, [row indices of window 0, of window 1]) in time order."""
-    win = t.column("win").to_numpy().astype(np.int64)
-    seg = t.column("seg_id").to_numpy().astype(np.int64)
+Rows = slice | NDArray[np.intp]
+
+
+def _slices(t: pa.Table, segments: Segments) -> list[tuple[int | None, str | None, list[Rows]]]:
+    """Per segment: (seg_id, label, [rows of window 0, of window 1]) in time order: a slice
+    (a segment's rows are contiguous: indexing gives views, no copy) or, for all traffic, row
+    indices."""
+    win = np.asarray(t.column("win").to_numpy(), dtype=np.int64)
+    seg = np.asarray(t.column("seg_id").to_numpy(), dtype=np.int64)
     start = t.column("t").to_numpy(zero_copy_only=False)
     key = win * _KEY + seg
     out = []
     for seg_id, (label, _) in segments.items():
-        idx = []
+        idx: list[Rows] = []
         for w in (0, 1):
             if seg_id is None:
                 lo, hi = np.searchsorted(win, [w, w + 1])
-                rows = np.arange(lo, hi)
-                rows = rows[np.argsort(start[lo:hi], kind="stable")]
+                idx.append(lo + stable_argsort(start[lo:hi]))
             else:
                 lo, hi = np.searchsorted(key, [w * _KEY + seg_id, w * _KEY + seg_id + 1])
-                rows = np.arange(lo, hi)
-            idx.append(rows)
+                idx.append(slice(int(lo), int(hi)))
         out.append((seg_id, label, idx))
     return out
 
@@ -55,7 +56,10 @@ ORDER = "win, seg_id, t, trace_id, span_id"
 
 
 def ordered(
-    con: duckdb.DuckDBPyConnection, names: Sequence[str], ids: pa.Table | None = None
+    con: duckdb.DuckDBPyConnection,
+    names: Sequence[str],
+    ids: pa.Table | None = None,
+    source: pa.Table | None = None,
 ) -> pa.Table:
     """``win``, ``seg_id``, ``t`` and ``names`` of every row of ``s`` in the order the columns
     use (one sort of the run's calls, shared by :func:`numeric_columns` and
@@ -63,28 +67,69 @@ def ordered(
 
     ``ids``: the calls' ``trace_id`` and ``span_id`` when ``s`` does not hold them, row ``_i``
     of ``s`` at row ``_i`` of ``ids`` (as :func:`drift.signals.extract` builds ``s``); None:
-    ``s`` holds them.
+    ``s`` holds them. ``source``: ``s`` itself as the Arrow table registered under that name
+    (as :func:`drift.signals.extract` registers it), its columns taken without a query; only
+    with ``ids``.
 
     The rows leave DuckDB unsorted and are put in that order by two stable numpy argsorts
-    (start time, then window and segment); the ids are read and compared (as DuckDB does:
-    by code point, NULL last) only for rows whose window, segment and start time tie.
+    (start time, then window and segment: :func:`stable_argsort`); the ids are read and
+    compared (as DuckDB does: by code point, NULL last) only for rows whose window, segment
+    and start time tie.
     """
     cols = f"win, seg_id, t, {', '.join(names)}"
     row = "_i" if ids is not None else "rowid"
-    t = con.sql(f"SELECT {row} AS _row, {cols} FROM s").to_arrow_table()
+    if source is not None and ids is not None:
+        picked = ["_i", "win", "seg_id", "t", *names]
+        t = source.select(picked).rename_columns(["_row", *picked[1:]])
+    else:
+        t = con.sql(f"SELECT {row} AS _row, {cols} FROM s").to_arrow_table()
     if any(t.column(c).null_count for c in ("win", "seg_id", "t")):  # not from extract
         if ids is not None:
             raise ValueError("s: win, seg_id and t must not be NULL when ids are given")
         return con.sql(f"SELECT {cols} FROM s ORDER BY {ORDER}").to_arrow_table()
-    group = t.column("win").to_numpy().astype(np.int64) * _KEY + t.column("seg_id").to_numpy()
+    win = t.column("win").to_numpy().astype(np.int64)
+    seg = t.column("seg_id").to_numpy().astype(np.int64)
+    group = win * _KEY + seg
     start = t.column("t").to_numpy()
-    order = np.argsort(start, kind="stable")
-    order = order[np.argsort(group[order], kind="stable")]
+    order = stable_argsort(start)
+    order = order[stable_argsort(_group_codes(win, seg)[order])]
     g, s_ = group[order], start[order]
     tied = (g[1:] == g[:-1]) & (s_[1:] == s_[:-1])
     if tied.any():
         order = _break_ties(con, t.column("_row").to_numpy(), order, tied, ids)
     return t.drop_columns(["_row"]).take(order)
+
+
+def stable_argsort(x: NDArray[np.integer]) -> NDArray[np.intp]:
+    """``np.argsort(x, kind="stable")`` of integers, shape (n,), the same permutation: 16-bit
+    and narrower keys are radix-sorted by numpy; wider ones are sorted by numpy's faster
+    unstable sort, and each run of equal keys is then put back in row order (equal keys in
+    row order is what makes a sort stable, and it fixes the permutation)."""
+    if x.dtype.itemsize <= 2:
+        return np.argsort(x, kind="stable")
+    order = np.argsort(x)
+    s = x[order]
+    equal = s[1:] == s[:-1]
+    if equal.any():
+        in_run = np.zeros(x.size, dtype=np.bool_)
+        in_run[1:] = equal
+        in_run[:-1] |= equal
+        at = np.flatnonzero(in_run)
+        run = np.cumsum(np.concatenate([[True], ~equal]))[at]  # run number of each position
+        rows = order[at]
+        order[at] = rows[np.lexsort((rows, run))]
+    return order
+
+
+def _group_codes(win: NDArray[np.int64], seg: NDArray[np.int64]) -> NDArray[np.integer]:
+    """A code per row ordered as (``win``, ``seg``), as narrow an integer as the ranges allow
+    (int16 when they span fewer than 2**15 pairs; the sort by it is then a radix sort)."""
+    if win.size == 0:
+        return win
+    w0, s0 = int(win.min()), int(seg.min())
+    n_seg = int(seg.max()) - s0 + 1
+    codes = (win - w0) * n_seg + (seg - s0)
+    return codes.astype(np.int16) if (int(win.max()) - w0 + 1) * n_seg < 2**15 else codes
 
 
 def _break_ties(
@@ -141,10 +186,12 @@ def numeric_columns(
         return []
     judge = "judge_score" in names
     t = table if table is not None else ordered(con, [*names, "judge_pi"] if judge else names)
-    arrays = {n: t.column(n).to_numpy(zero_copy_only=False).astype(np.float64) for n in names}
+    arrays = {
+        n: np.asarray(t.column(n).to_numpy(zero_copy_only=False), dtype=np.float64) for n in names
+    }
     weights = None
     if judge:
-        pi = t.column("judge_pi").to_numpy(zero_copy_only=False).astype(np.float64)
+        pi = np.asarray(t.column("judge_pi").to_numpy(zero_copy_only=False), dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             weights = np.where(pi > 0, 1.0 / pi, np.nan)
         # a score without a usable probability cannot be weighted: treat it as null
@@ -171,7 +218,7 @@ def numeric_columns(
 def _codes(col: pa.ChunkedArray) -> tuple[NDArray[np.int64], tuple[Hashable, ...]]:
     """(code per row, −1 = null; categories) of one column (dictionary encoding)."""
     enc = pc.dictionary_encode(col).combine_chunks()
-    idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    idx = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
     return idx, tuple(enc.dictionary.to_pylist())
 
 
@@ -190,7 +237,7 @@ def categorical_columns(
         return []
     t = table if table is not None else ordered(con, names)
     coded = {n: _codes(t.column(n)) for n in names}
-    start = t.column("t").to_numpy(zero_copy_only=False).astype(np.int64)
+    start = np.asarray(t.column("t").to_numpy(zero_copy_only=False), dtype=np.int64)
     age_s = np.maximum(current_start_ns - start, 0).astype(np.float64) / 1e9
     out: list[ColumnWindow] = []
     for _, label, (r, c) in _slices(t, segments):

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-#: texts walked together: bounds the (byte position × text) matrices (8,000 × 512 × 4 B)
+#: texts walked together (the walk's arrays hold one entry per byte of the batch's texts)
 WALK_BATCH = 512
 #: texts on which :func:`batch_classifier` compares itself with the library
 PROBES = (
@@ -67,22 +67,25 @@ class BatchClassifier:
                 out[i] = self._decide(scores, len(encoded[i]))
         return out
 
-    def _walk(self, batch: Sequence[bytes]) -> NDArray[np.int64]:
-        """Output feature of the state entered at each byte, shape (longest, texts), −1 where
-        none (or past a text's end); ``batch`` sorted longest first."""
-        n, width = len(batch), len(batch[0])
-        data = np.zeros((width, n), dtype=np.uint8)
-        for j, b in enumerate(batch):
-            data[: len(b), j] = np.frombuffer(b, dtype=np.uint8)
+    def _walk(self, batch: Sequence[bytes]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """(output feature of the state entered at each byte of every text, −1 where none, the
+        texts' bytes concatenated, shape (total bytes,); each text's length in bytes);
+        ``batch`` sorted longest first."""
+        n = len(batch)
         lengths = np.fromiter(map(len, batch), dtype=np.int64, count=n)
-        active = np.searchsorted(-lengths, -np.arange(width), side="right")
+        starts = np.zeros(n, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        data = np.frombuffer(b"".join(batch), dtype=np.uint8)
+        width = int(lengths[0])
+        active = np.searchsorted(-lengths, -np.arange(width), side="left")  # lengths > pos
         state = np.zeros(n, dtype=np.int64)
-        feats = np.full((width, n), -1, dtype=np.int64)
+        feats = np.empty(data.size, dtype=np.int64)
         for pos in range(width):
             k = int(active[pos])
-            state[:k] = self._nextmove[self._rowbase[state[:k]] + data[pos, :k]]
-            feats[pos, :k] = self._output[state[:k]]
-        return feats
+            at = starts[:k] + pos  # byte ``pos`` of each text still active
+            state[:k] = self._nextmove[self._rowbase[state[:k]] + data[at]]
+            feats[at] = self._output[state[:k]]
+        return feats, lengths
 
     def _scores(self, batch: Sequence[bytes]) -> list[NDArray[np.float32] | None]:
         """Naive Bayes scores ``log1p(counts) @ ptc[features] + pc`` per text (features in the
@@ -90,11 +93,12 @@ class BatchClassifier:
         out: list[NDArray[np.float32] | None] = [None] * len(batch)
         if not batch or not batch[0]:
             return out
-        feats = self._walk(batch)
-        text, pos = np.nonzero(feats.T >= 0)  # text-major, positions ascending within a text
-        if text.size == 0:
+        feats, lengths = self._walk(batch)
+        at = np.flatnonzero(feats >= 0)  # text-major, positions ascending within a text
+        if at.size == 0:
             return out
-        key = text * self._n_features + feats[pos, text]
+        text = np.repeat(np.arange(len(batch), dtype=np.int64), lengths)[at]
+        key = text * self._n_features + feats[at]
         uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
         order = np.argsort(first, kind="stable")  # by text, then by first visit
         owner = text[first[order]]

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from collector.lake.textfeatures import FEATURE_COLUMNS, refusal_sql
 from drift.callreaders import CallReader, lake_reader
@@ -36,7 +38,7 @@ from drift.colwindow import ColumnWindow
 from drift.extractcolumns import categorical_columns, numeric_columns, ordered
 from drift.report import Kind
 from drift.signalsources import judge_scores, thumbs_votes
-from drift.textsample import EMBEDDING_TESTS, FetchTexts, sampled_text_columns
+from drift.textsample import EMBEDDING_TESTS, FetchTexts, start_sampled_text_columns
 from drift.windows import Windows
 
 log = logging.getLogger(__name__)
@@ -175,6 +177,18 @@ def extract(
         (windows.reference_start_ns, windows.reference_end_ns),
         (windows.current_start_ns, windows.current_end_ns),
     ]
+    # the store's votes and judge scores are read on a worker thread while the calls are read
+    wants_judge = "judge_score" in wanted or "refusal" in wanted
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drift-votes")
+    try:
+        votes_read = worker.submit(thumbs_votes, database_url, tenant, windows.reference_start_ns)
+        judge_read = (
+            worker.submit(judge_scores, database_url, tenant, windows.reference_start_ns)
+            if wants_judge
+            else None
+        )
+    finally:
+        worker.shutdown(wait=False)  # the thread ends with the reads
     calls = read.calls(database_url, tenant, spans, list(dict.fromkeys(names)))
 
     def fetch_texts(keys: pa.Table, columns: Sequence[str]) -> pa.Table:
@@ -189,11 +203,10 @@ def extract(
             "calls_arrow",
             calls.append_column("_i", pa.array(np.arange(calls.num_rows, dtype=np.int64))),
         )
-        votes = thumbs_votes(database_url, tenant, windows.reference_start_ns)
-        con.register("votes_arrow", votes)
+        con.register("votes_arrow", votes_read.result())
         judge = None
-        if "judge_score" in wanted or "refusal" in wanted:
-            judge, why = judge_scores(database_url, tenant, windows.reference_start_ns)
+        if judge_read is not None:
+            judge, why = judge_read.result()
             if judge is None and "judge_score" in wanted:
                 skipped["judge_score"] = why
         con.register("judge_arrow", judge if judge is not None else _EMPTY_JUDGE)
@@ -236,9 +249,12 @@ def _build(
         else f"CAST({refusal} AS BOOLEAN) AS refusal, "
     )
     ids = calls.select(["trace_id", "span_id"])
-    # the text sample's salted hash of each call's ids (``_i`` finds the ids of sampled rows)
+    # the text sample's salted hash of each call's ids (``_i`` finds the ids of sampled rows):
+    # ``hash(trace_id || ':' || span_id || ':' || salt)``, the string built by one concat
+    # (half the work of the chain of ``||``; the same string, NULL when an id is NULL)
     h = (
-        f", hash(c.trace_id || ':' || c.span_id || ':' || {int(salt)}) AS h"
+        ", hash(CASE WHEN c.trace_id IS NULL OR c.span_id IS NULL THEN NULL ELSE "
+        f"concat(c.trace_id, ':', c.span_id, ':', {int(salt)}) END) AS h"
         if salt is not None
         else ""
     )
@@ -271,8 +287,10 @@ def _build(
         + ")"
     )
     join_seg = " AND ".join(f"c.{c} IS NOT DISTINCT FROM g.{c}" for c in seg_cols) or "TRUE"
-    con.execute(
-        "CREATE TEMP TABLE s AS SELECT c.win, c.start_unix_nano AS t, "
+    # ``s`` stays an Arrow table (registered under that name for the samples' SQL): copying
+    # the run's calls into a DuckDB table and reading them back out cost more than the joins
+    s_table = con.sql(
+        "SELECT c.win, c.start_unix_nano AS t, "
         f"CASE WHEN g.seg_id < {config.max_segments} THEN g.seg_id ELSE -1 END AS seg_id, "
         + "".join(f"CAST(c.{n} AS DOUBLE) AS {n}, " for n in numeric)
         + "c.finish_reason, "
@@ -315,7 +333,8 @@ def _build(
             if n_judge
             else ""
         )
-    )
+    ).to_arrow_table()
+    con.register("s", s_table)
     seg_rows = con.execute(
         f"SELECT seg_id, {', '.join(seg_cols) or 'NULL'} FROM seg "
         f"WHERE seg_id < {config.max_segments} ORDER BY seg_id"
@@ -333,9 +352,7 @@ def _build(
         segments[None] = (None, {})
     if not seg_cols:
         segments = {None: (None, {})}
-    n_ref, n_cur = con.execute(
-        "SELECT count(*) FILTER (win = 0), count(*) FILTER (win = 1) FROM s"
-    ).fetchall()[0]
+    n_ref, n_cur = (int(pc.sum(pc.equal(s_table.column("win"), w)).as_py() or 0) for w in (0, 1))
     columns: list[ColumnWindow] = []
     nums = (
         [*numeric, "judge_score"]
@@ -343,14 +360,20 @@ def _build(
         else numeric
     )
     cats = [s for s in ("finish_reason", *PROPORTION_SIGNALS) if s in wanted]
+    # the text sample is drawn now and its texts read on a worker thread meanwhile
+    texts = (
+        start_sampled_text_columns(con, config, segments, skipped, ids, fetch_texts)
+        if salt is not None
+        else None
+    )
     table = None
     if nums or cats:  # one sort of every call for both
         pi = ["judge_pi"] if "judge_score" in nums else []
-        table = ordered(con, list(dict.fromkeys([*nums, *pi, *cats])), ids)
+        table = ordered(con, list(dict.fromkeys([*nums, *pi, *cats])), ids, s_table)
     columns += numeric_columns(con, nums, segments, table)
     columns += categorical_columns(con, cats, segments, windows.current_start_ns, table)
-    if salt is not None:
-        columns += sampled_text_columns(con, config, segments, skipped, ids, fetch_texts)
+    if texts is not None:
+        columns += texts()
     return Extraction(
         columns=tuple(columns),
         segment_keys={label: keys for label, keys in segments.values()},

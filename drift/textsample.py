@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -99,7 +100,25 @@ def sampled_text_columns(
     ids: pa.Table,
     fetch_texts: FetchTexts,
 ) -> list[ColumnWindow]:
-    """Language and embedding columns from samples of DuckDB table ``s``.
+    """Language and embedding columns from samples of DuckDB table ``s``: what
+    :func:`start_sampled_text_columns` returns, finished at once (arguments, return value as
+    there)."""
+    return start_sampled_text_columns(con, config, segments, skipped, ids, fetch_texts)()
+
+
+def start_sampled_text_columns(
+    con: duckdb.DuckDBPyConnection,
+    config: ExtractConfig,
+    segments: Segments,
+    skipped: dict[str, str],
+    ids: pa.Table,
+    fetch_texts: FetchTexts,
+) -> Callable[[], list[ColumnWindow]]:
+    """Language and embedding columns from samples of DuckDB table ``s``, in two steps: the
+    samples are drawn in ``con`` now and the sampled calls' texts are read by ``fetch_texts`` on
+    a worker thread (its own connection; ``con`` is not used after this returns), so the caller
+    can build other columns meanwhile; the returned function waits for the texts and returns
+    the columns (and raises what the read raised).
 
     Args:
         con: DuckDB connection holding table ``s`` (one row per call with ``seg_id``, ``win``,
@@ -115,7 +134,8 @@ def sampled_text_columns(
             those calls' texts are read).
 
     Returns:
-        ``prompt_language`` / ``output_language`` (categorical counts of ISO 639-1 codes),
+        A function returning ``prompt_language`` / ``output_language`` (categorical counts of
+        ISO 639-1 codes),
         ``language_mismatch`` (booleans) and the :data:`EMBEDDING_TESTS` windows
         (``prompt_embedding`` / ``answer_embedding``: classifier test, ``prompt_centroid`` /
         ``answer_centroid``: mean-embedding distance; shape (n, 384), with the window's calls
@@ -129,7 +149,7 @@ def sampled_text_columns(
     lang_cols = {c for s in langs for c in _LANGUAGE_TEXTS[s]}
     cols = [c for c in ("input_text", "output_text") if c in lang_cols or c in embedded]
     if not cols:
-        return []
+        return lambda: []
     present = [c for c in cols if c in in_s]
     missing = [c for c in cols if c not in in_s]
     sampled: list[tuple[bool, list[tuple[Any, ...]]]] = []
@@ -149,7 +169,7 @@ def sampled_text_columns(
         for row in counts:
             seg_id, win, *n = row if per_segment else (None, *row)
             nulls[(seg_id, int(win))] = dict(zip(embedded, map(int, n), strict=True))
-    fetched: dict[tuple[int, str, str], tuple[str | None, ...]] = {}
+    reading: Future[pa.Table] | None = None
     if missing:
         keys = sorted(
             {
@@ -161,18 +181,41 @@ def sampled_text_columns(
         )
         if keys:
             w, t, sp = zip(*keys, strict=True)
-            table = fetch_texts(
-                pa.table(
-                    {
-                        "win": pa.array(w, pa.int8()),
-                        "trace_id": pa.array(t, pa.string()),
-                        "span_id": pa.array(sp, pa.string()),
-                    }
-                ),
-                missing,
+            key_table = pa.table(
+                {
+                    "win": pa.array(w, pa.int8()),
+                    "trace_id": pa.array(t, pa.string()),
+                    "span_id": pa.array(sp, pa.string()),
+                }
             )
-            for r in table.to_pylist():
+            worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drift-texts")
+            reading = worker.submit(fetch_texts, key_table, missing)
+            worker.shutdown(wait=False)  # the thread ends with the read
+
+    def finish() -> list[ColumnWindow]:
+        fetched: dict[tuple[int, str, str], tuple[str | None, ...]] = {}
+        if reading is not None:
+            for r in reading.result().to_pylist():
                 fetched[(int(r["win"]), r["trace_id"], r["span_id"])] = tuple(r[c] for c in missing)
+        return _finish(sampled, nulls, fetched, present, missing, config, segments, skipped)
+
+    return finish
+
+
+def _finish(
+    sampled: list[tuple[bool, list[tuple[Any, ...]]]],
+    nulls: Nulls,
+    fetched: dict[tuple[int, str, str], tuple[str | None, ...]],
+    present: Sequence[str],
+    missing: Sequence[str],
+    config: ExtractConfig,
+    segments: Segments,
+    skipped: dict[str, str],
+) -> list[ColumnWindow]:
+    """The columns of :func:`start_sampled_text_columns` from the sampled rows and texts."""
+    wanted = set(config.signals)
+    langs = [s for s in ("prompt_language", "output_language", "language_mismatch") if s in wanted]
+    emb = [s for s, (c, _) in EMBEDDING_TESTS.items() if s in wanted and c in present]
     rows: Rows = {}
     none = (None,) * len(missing)
     for per_segment, got in sampled:

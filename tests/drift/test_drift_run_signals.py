@@ -285,9 +285,35 @@ def test_column_order_equals_the_sql_order_with_ties_and_null_ids() -> None:
         by_ids = ordered(con, ["x"], ids)
         g2 = [(r["win"], r["seg_id"], r["t"], *by_x[r["x"]]) for r in by_ids.to_pylist()]
         assert g2 == w
+        # and when s is the Arrow table itself (as extract registers it), in any row order
+        arrow_s = con.sql("SELECT * FROM s ORDER BY random()").to_arrow_table()
+        from_arrow = ordered(con, ["x"], ids, arrow_s)
+        g3 = [(r["win"], r["seg_id"], r["t"], *by_x[r["x"]]) for r in from_arrow.to_pylist()]
+        assert g3 == w
         unique = con.sql(
             "SELECT count(*) FROM (SELECT DISTINCT win, seg_id, t, trace_id, span_id FROM s)"
         ).fetchall()[0][0]
         assert unique > n * 0.9  # mostly unique keys: x order is checked through them
     finally:
         con.close()
+
+
+def test_stable_argsort_is_numpys_stable_argsort() -> None:
+    # drift.extractcolumns.stable_argsort: the same permutation as kind="stable" (ties in
+    # row order), for narrow keys (radix) and wide ones (unstable sort, runs of ties fixed)
+    from drift.extractcolumns import _group_codes, stable_argsort
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(0, 3_000))
+        spread = int(rng.choice([1, 3, 1_000, 10**12]))
+        for dtype in (np.int8, np.int16, np.int64):
+            narrow = rng.integers(0, min(spread, np.iinfo(dtype).max), n, dtype=dtype)
+            assert np.array_equal(stable_argsort(narrow), np.argsort(narrow, kind="stable"))
+        x = rng.integers(0, spread, n) + 1_780_000_000 * 10**9  # start times, unix ns
+        assert np.array_equal(stable_argsort(x), np.argsort(x, kind="stable"))
+        win = rng.integers(0, 2, n)
+        seg = rng.integers(-1, int(rng.choice([10, 40_000])), n)
+        group = win * (1 << 32) + seg
+        want = np.argsort(group, kind="stable")
+        assert np.array_equal(stable_argsort(_group_codes(win, seg)), want)

@@ -163,6 +163,10 @@ def test_wasserstein_from_sorted_windows_is_scipys_float() -> None:
         want = stats.wasserstein_distance(r, c)
         assert wasserstein_sorted(r, c).hex() == float(want).hex()
         assert normed_wasserstein_sorted(r, c) == wasserstein_test(r, c, min_samples=1).statistic
+        # the merge read from an (unstable) argsort of the unsorted windows: the same float
+        pooled = np.concatenate([rng.permutation(ref), rng.permutation(cur)]).astype(np.float64)
+        order = np.argsort(pooled)
+        assert wasserstein_sorted(r, c, order).hex() == float(want).hex()
 
 
 def test_jensen_shannon_matches_scipy_on_sturges_bins(
