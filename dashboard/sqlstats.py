@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from collector.lake import aggregate
 from collector.lake.layout import Lake
@@ -145,49 +149,29 @@ ORDER BY whole DESC, bucket_ns"""
     return summary, out
 
 
-def percentiles_over_time(
-    database_url: str,
-    lake: Lake | None,
-    tenant: str,
-    since_ns: int,
-    until_ns: int,
-    filters: Mapping[str, str],
-    bucket_s: int,
-    by: Sequence[str] = ("model", "variant"),
-    metrics: Sequence[str] = stats.LATENCY_METRICS,
-) -> pd.DataFrame:
-    """:func:`dashboard.stats.percentiles_over_time` of the tenant's calls in
-    ``[since_ns, until_ns)`` matching ``filters``: long frame ``bucket, group, metric,
-    quantile, value_s, n``; only the rows of ``metrics`` (a subset of
-    :data:`dashboard.stats.LATENCY_METRICS`, its order kept: each metric's quantiles are most
-    of the statement's cost, so a page showing one metric asks for that one).
-
-    Raises:
-        ValueError: ``bucket_s`` < 1, an empty range, a bad filter, no metric or one not in
-            :data:`dashboard.stats.LATENCY_METRICS`.
-    """
-    step = _step(bucket_s)
+def _check_metrics(metrics: Sequence[str]) -> list[str]:
+    """``metrics`` in :data:`dashboard.stats.LATENCY_METRICS` order; ValueError otherwise."""
     unknown = [m for m in metrics if m not in stats.LATENCY_METRICS]
     if unknown or not metrics:
         raise ValueError(f"metrics: expected some of {stats.LATENCY_METRICS}, got {metrics}")
-    metrics = [m for m in stats.LATENCY_METRICS if m in metrics]
+    return [m for m in stats.LATENCY_METRICS if m in metrics]
+
+
+def _percentiles_sql(step: int, by: Sequence[str], metrics: Sequence[str], source: str) -> str:
+    """Per bucket and group label: ``n_<m>`` and the ``q_<m>`` quantile list of each metric,
+    over ``source`` (unordered)."""
     aggs = ", ".join(
         f'count("{m}") AS "n_{m}", quantile_cont("{m}", {_QS}) AS "q_{m}"' for m in metrics
     )
-    sql = (
+    return (
         f"SELECT start_unix_nano // {step} * {step} AS bucket_ns, {_label_sql(by)} AS label, "
-        f"{aggs} FROM calls GROUP BY ALL ORDER BY bucket_ns, label"
+        f"{aggs} FROM {source} GROUP BY ALL"
     )
-    res = aggregate.aggregate_calls(
-        database_url,
-        lake,
-        [tenant],
-        sql,
-        since_ns=since_ns,
-        until_ns=until_ns,
-        columns=["start_unix_nano", *by, *metrics],
-        filters=filters,
-    ).to_pandas()
+
+
+def _percentiles_frame(res: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """The long frame of :func:`percentiles_over_time` from :func:`_percentiles_sql`'s rows
+    (ordered by bucket, label)."""
     cols = ["bucket", "group", "metric", "quantile", "value_s", "n"]
     frames = []
     for m in metrics:
@@ -213,6 +197,43 @@ def percentiles_over_time(
     out = pd.concat(frames, ignore_index=True)
     out["bucket"] = pd.to_datetime(out["bucket_ns"].to_numpy(dtype="int64"), unit="ns", utc=True)
     return out[cols]
+
+
+def percentiles_over_time(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    filters: Mapping[str, str],
+    bucket_s: int,
+    by: Sequence[str] = ("model", "variant"),
+    metrics: Sequence[str] = stats.LATENCY_METRICS,
+) -> pd.DataFrame:
+    """:func:`dashboard.stats.percentiles_over_time` of the tenant's calls in
+    ``[since_ns, until_ns)`` matching ``filters``: long frame ``bucket, group, metric,
+    quantile, value_s, n``; only the rows of ``metrics`` (a subset of
+    :data:`dashboard.stats.LATENCY_METRICS`, its order kept: each metric's quantiles are most
+    of the statement's cost, so a page showing one metric asks for that one).
+
+    Raises:
+        ValueError: ``bucket_s`` < 1, an empty range, a bad filter, no metric or one not in
+            :data:`dashboard.stats.LATENCY_METRICS`.
+    """
+    step = _step(bucket_s)
+    metrics = _check_metrics(metrics)
+    sql = _percentiles_sql(step, by, metrics, "calls") + " ORDER BY bucket_ns, label"
+    res = aggregate.aggregate_calls(
+        database_url,
+        lake,
+        [tenant],
+        sql,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        columns=["start_unix_nano", *by, *metrics],
+        filters=filters,
+    ).to_pandas()
+    return _percentiles_frame(res, metrics)
 
 
 def cost(
@@ -327,6 +348,35 @@ ENGINE_SERIES: tuple[tuple[str, str], ...] = (
 )
 
 
+def _engine_sql(step: int, source: str) -> str:
+    """Per model and bucket: the ``q_<field>`` quantile lists of :data:`ENGINE_SERIES` over
+    ``source`` (unordered)."""
+    aggs = ", ".join(f"quantile_cont({f}, {_QS}) AS q_{f}" for _label, f in ENGINE_SERIES)
+    return (
+        f"SELECT model, start_unix_nano // {step} * {step} AS bucket_ns, {aggs} "
+        f"FROM {source} GROUP BY ALL"
+    )
+
+
+def _engine_frame(res: list[dict[str, Any]]) -> pd.DataFrame:
+    """The long frame of :func:`engine_latency_over_time` from :func:`_engine_sql`'s rows
+    (ordered by model, nulls last, then bucket)."""
+    cols = ["bucket", "group", "quantile", "value_ms"]
+    rows = [
+        {
+            "bucket": pd.to_datetime(r["bucket_ns"] / 1e9, unit="s", utc=True),
+            "group": f"{r['model'] or '?'} {label}",
+            "quantile": name,
+            "value_ms": r[f"q_{f}"][i] * 1000.0,
+        }
+        for r in res
+        for label, f in ENGINE_SERIES
+        for i, name in enumerate(_QNAMES)
+        if r[f"q_{f}"] is not None and r[f"q_{f}"][i] is not None
+    ]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def engine_latency_over_time(
     database_url: str,
     lake: Lake | None,
@@ -346,12 +396,7 @@ def engine_latency_over_time(
         ValueError: ``bucket_s`` < 1 or an empty range.
     """
     step = _step(bucket_s)
-    fields = [f for _label, f in ENGINE_SERIES]
-    aggs = ", ".join(f"quantile_cont({f}, {_QS}) AS q_{f}" for f in fields)
-    sql = (
-        f"SELECT model, start_unix_nano // {step} * {step} AS bucket_ns, {aggs} "
-        "FROM calls GROUP BY ALL ORDER BY model NULLS LAST, bucket_ns"
-    )
+    sql = _engine_sql(step, "calls") + " ORDER BY model NULLS LAST, bucket_ns"
     res = aggregate.aggregate_calls(
         database_url,
         lake,
@@ -359,19 +404,108 @@ def engine_latency_over_time(
         sql,
         since_ns=since_ns,
         until_ns=until_ns,
-        columns=["model", "start_unix_nano", *fields],
+        columns=["model", "start_unix_nano", *(f for _label, f in ENGINE_SERIES)],
     ).to_pylist()
-    cols = ["bucket", "group", "quantile", "value_ms"]
-    rows = [
-        {
-            "bucket": pd.to_datetime(r["bucket_ns"] / 1e9, unit="s", utc=True),
-            "group": f"{r['model'] or '?'} {label}",
-            "quantile": name,
-            "value_ms": r[f"q_{f}"][i] * 1000.0,
-        }
-        for r in res
-        for label, f in ENGINE_SERIES
-        for i, name in enumerate(_QNAMES)
-        if r[f"q_{f}"] is not None and r[f"q_{f}"][i] is not None
-    ]
-    return pd.DataFrame(rows, columns=cols)
+    return _engine_frame(res)
+
+
+def _by_model_sql(fields: Sequence[str], source: str) -> str:
+    """Per model: ``n_<f>`` and the ``q_<f>`` quantile list of each of ``fields`` over
+    ``source`` (unordered)."""
+    aggs = ", ".join(
+        f'count("{f}") AS "n_{f}", quantile_cont("{f}", {_QS}) AS "q_{f}"' for f in fields
+    )
+    return f"SELECT model, {aggs} FROM {source} GROUP BY ALL"
+
+
+def _by_model_rows(res: list[dict[str, Any]], fields: Sequence[str]) -> list[dict[str, Any]]:
+    """``model, n_<f>, <f>_p50, <f>_p95, <f>_p99`` per model from :func:`_by_model_sql`'s
+    rows."""
+    out = []
+    for r in res:
+        row: dict[str, Any] = {"model": r["model"]}
+        for f in fields:
+            row[f"n_{f}"] = r[f"n_{f}"]
+            q = r[f"q_{f}"] or [None] * len(_QNAMES)
+            row.update({f"{f}_{name}": q[i] for i, name in enumerate(_QNAMES)})
+        out.append(row)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyPage:
+    """What the Latency page charts, from one read of the calls (:func:`latency_page`).
+
+    ``percentiles``: :func:`percentiles_over_time` of one metric; ``by_model``: per model
+    (sorted, unknown last) ``model``, ``n_<f>`` and ``<f>_p50`` / ``_p95`` / ``_p99`` (s, None
+    without a known value) of each field, the values of those keys in
+    :func:`collector.lake.stats.exact_call_stats` rows by model; ``engine``:
+    :func:`engine_latency_over_time`."""
+
+    percentiles: pd.DataFrame
+    by_model: list[dict[str, Any]]
+    engine: pd.DataFrame
+
+
+def latency_page(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    bucket_s: int,
+    metric: str,
+    fields: Sequence[str],
+    by: Sequence[str] = ("model", "variant"),
+) -> LatencyPage:
+    """The Latency page's three aggregations of the tenant's calls in ``[since_ns, until_ns)``
+    in one DuckDB statement: the calls are scanned once (a materialised CTE of the columns
+    used), then grouped three ways. Equal to :func:`percentiles_over_time` (``metric``, no
+    filter, ``by``), :func:`engine_latency_over_time` and ``exact_call_stats(..., [(["model"],
+    None)])`` restricted to ``fields`` (of :data:`collector.store.callstats.LATENCY_FIELDS`):
+    the same ``quantile_cont`` over the same values (``tests/dashboard/test_sqlstats.py``).
+    A month of the 1M-call benchmark store took three reads of 720 hourly files before (each
+    read's fixed cost: ~0.2 s of Parquet overhead), and ``exact_call_stats`` computed every
+    metric of the API (and read the store's votes) where the page shows eight latencies.
+
+    Raises:
+        ValueError: ``bucket_s`` < 1, an empty range, ``metric`` not in
+            :data:`dashboard.stats.LATENCY_METRICS`, no field or one not in
+            :data:`collector.store.callstats.LATENCY_FIELDS`.
+    """
+    step = _step(bucket_s)
+    metrics = _check_metrics([metric])
+    bad = [f for f in fields if f not in callstats.LATENCY_FIELDS]
+    if bad or not fields:
+        raise ValueError(f"fields: expected some of {callstats.LATENCY_FIELDS}, got {fields}")
+    engine_fields = [f for _label, f in ENGINE_SERIES]
+    columns = list(dict.fromkeys(["start_unix_nano", "model", *by, *metrics, *fields]))
+    columns += [f for f in engine_fields if f not in columns]
+    sql = f"""
+WITH c AS MATERIALIZED (SELECT {", ".join(f'"{c}"' for c in columns)} FROM calls)
+SELECT * FROM (
+  SELECT 0 AS part, * FROM ({_percentiles_sql(step, by, metrics, "c")})
+  UNION ALL BY NAME SELECT 1 AS part, * FROM ({_engine_sql(step, "c")})
+  UNION ALL BY NAME SELECT 2 AS part, * FROM ({_by_model_sql(fields, "c")})
+) ORDER BY part, model NULLS LAST, bucket_ns, label"""
+    res = aggregate.aggregate_calls(
+        database_url,
+        lake,
+        [tenant],
+        sql,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        columns=columns,
+    )
+
+    def part(k: int, names: Sequence[str]) -> pa.Table:
+        return res.filter(pc.equal(res.column("part"), k)).select(list(names))
+
+    pct_cols = ["bucket_ns", "label", *(f"{p}_{m}" for m in metrics for p in ("n", "q"))]
+    eng_cols = ["model", "bucket_ns", *(f"q_{f}" for f in engine_fields)]
+    model_cols = ["model", *(f"{p}_{f}" for f in fields for p in ("n", "q"))]
+    return LatencyPage(
+        percentiles=_percentiles_frame(part(0, pct_cols).to_pandas(), metrics),
+        by_model=_by_model_rows(part(2, model_cols).to_pylist(), fields),
+        engine=_engine_frame(part(1, eng_cols).to_pylist()),
+    )
