@@ -81,17 +81,22 @@ def traffic(
     """
     step = _step(bucket_s)
     metrics = ", ".join(f"quantile_cont({m}, {_QS}) AS q_{m}" for m in ("ttft_s", "tpot_s"))
+    # the window's counts and sums are those of its buckets added up (below); only its
+    # quantiles need every value again: computing all aggregates twice (GROUPING SETS) cost
+    # ~20 % more CPU on a month of the 1M-call benchmark store
     sql = f"""
-SELECT grouping(b) AS whole, b AS bucket_ns, count(*) AS calls,
-  count_if(status = 'error')::BIGINT AS errors,
-  count_if({RATE_LIMITED_SQL})::BIGINT AS limited,
-  count_if({_KNOWN_TOKENS})::BIGINT AS n_tokens,
-  sum({_TOKENS}) FILTER (WHERE {_KNOWN_TOKENS})::DOUBLE AS tokens,
-  sum(cost_usd) AS cost_usd, {metrics},
-  count_if({_UNPRICED})::BIGINT AS unpriced, min(start_unix_nano) AS first_ns
-FROM (SELECT *, start_unix_nano // {step} * {step} AS b FROM calls)
-GROUP BY GROUPING SETS ((b), ())
-ORDER BY whole DESC, bucket_ns"""
+WITH c AS MATERIALIZED (SELECT *, start_unix_nano // {step} * {step} AS b FROM calls)
+SELECT * FROM (
+  SELECT 0 AS whole, b AS bucket_ns, count(*) AS calls,
+    count_if(status = 'error')::BIGINT AS errors,
+    count_if({RATE_LIMITED_SQL})::BIGINT AS limited,
+    count_if({_KNOWN_TOKENS})::BIGINT AS n_tokens,
+    sum({_TOKENS}) FILTER (WHERE {_KNOWN_TOKENS})::BIGINT AS tokens,
+    sum(cost_usd) AS cost_usd, {metrics},
+    count_if({_UNPRICED})::BIGINT AS unpriced, min(start_unix_nano) AS first_ns
+  FROM c GROUP BY b
+  UNION ALL BY NAME SELECT 1 AS whole, {metrics} FROM c
+) ORDER BY whole DESC, bucket_ns"""
     cols = ["start_unix_nano", "status", "error_type", "input_tokens", "output_tokens"]
     cols += ["cost_usd", "ttft_s", "tpot_s", "is_unpriced"]
     res = aggregate.aggregate_calls(
@@ -105,22 +110,26 @@ ORDER BY whole DESC, bucket_ns"""
         filters=filters,
     ).to_pylist()
     whole, buckets = res[0], res[1:]
-    n = int(whole["calls"])
+    n = sum(int(r["calls"]) for r in buckets)
     if n == 0:
         empty = stats.summarize(pd.DataFrame(), 1.0)
         return empty, stats.traffic_over_time(pd.DataFrame(), bucket_s)
-    first = max(int(whole["first_ns"]), since_ns)
+    costs = [r["cost_usd"] for r in buckets if r["cost_usd"] is not None]
+    first = max(min(int(r["first_ns"]) for r in buckets), since_ns)
     window_s = max((until_ns - first) / 1e9, 1.0)
+    n_tokens = sum(int(r["n_tokens"]) for r in buckets)
     summary = stats.TrafficSummary(
         calls=n,
         requests_per_s=n / window_s,
-        error_rate=whole["errors"] / n,
-        rate_limited_rate=whole["limited"] / n,
+        error_rate=sum(int(r["errors"]) for r in buckets) / n,
+        rate_limited_rate=sum(int(r["limited"]) for r in buckets) / n,
         ttft_s=_quantiles(whole["q_ttft_s"]),
         tpot_s=_quantiles(whole["q_tpot_s"]),
-        tokens_per_s=whole["tokens"] / window_s if whole["n_tokens"] else None,
-        cost_usd=_opt(whole["cost_usd"]),
-        unpriced_calls=int(whole["unpriced"]),
+        tokens_per_s=float(sum(int(r["tokens"] or 0) for r in buckets)) / window_s
+        if n_tokens
+        else None,
+        cost_usd=math.fsum(costs) if costs else None,
+        unpriced_calls=sum(int(r["unpriced"]) for r in buckets),
     )
     calls = np.array([r["calls"] for r in buckets], dtype="int64")
 
