@@ -268,18 +268,20 @@ def cost(
         "ELSE coalesce(cost_usd, 0) + coalesce(gpu_cost_usd, 0) END"
     )
     key_set = ", ".join(f'"k_{c}"' for c in by)
+    # one grouping by bucket and key, added up per key (the breakdown) and per bucket and
+    # label (the trend) here: every aggregate is a count or a sum (GROUPING SETS computed
+    # each twice over every call)
     sql = f"""
-SELECT grouping(bucket_ns) AS per_group, {key_set}, bucket_ns, label, count(*) AS calls,
-  sum({_TOKENS})::DOUBLE AS tokens, sum(cost_usd) AS cost_usd,
+SELECT {key_set}, bucket_ns, count(*) AS calls,
+  sum({_TOKENS})::BIGINT AS tokens, sum(cost_usd) AS cost_usd,
   sum(gpu_cost_usd) AS gpu_cost_usd, sum(usd) AS usd,
   count_if({_UNPRICED})::BIGINT AS unpriced_calls
 FROM (SELECT *, {keys}, start_unix_nano // {step} * {step} AS bucket_ns,
-        {_label_sql(by)} AS label, {row_usd} AS usd FROM calls)
-GROUP BY GROUPING SETS (({key_set}), (bucket_ns, label))
-ORDER BY per_group, bucket_ns, label"""
+        {row_usd} AS usd FROM calls)
+GROUP BY ALL"""
     columns = ["start_unix_nano", *by, "input_tokens", "output_tokens"]
     columns += ["cost_usd", "gpu_cost_usd", "is_unpriced"]
-    res = aggregate.aggregate_calls(
+    fine = aggregate.aggregate_calls(
         database_url,
         lake,
         list(tenants),
@@ -288,11 +290,18 @@ ORDER BY per_group, bucket_ns, label"""
         until_ns=until_ns,
         columns=columns,
     ).to_pandas()
-    groups = res[res["per_group"] == 1]
-    trend = res[res["per_group"] == 0]
-    if groups.empty:
+    if fine.empty:
         empty = pd.DataFrame()
         return stats.cost_breakdown(empty, by), stats.cost_per_1k_over_time(empty, bucket_s, by)
+    for c in ("cost_usd", "gpu_cost_usd", "usd"):
+        fine[c] = fine[c].to_numpy(dtype="float64", na_value=np.nan)
+    sums = ["calls", "tokens", "cost_usd", "gpu_cost_usd", "unpriced_calls"]
+    # min_count=1: a group without a known USD value stays unknown (as SQL's sum)
+    groups = fine.groupby([f"k_{c}" for c in by], sort=False, as_index=False)[sums].sum(min_count=1)
+    fine["label"] = fine[f"k_{by[0]}"].str.cat([fine[f"k_{c}"] for c in by[1:]], sep=" / ")
+    trend = fine.groupby(["bucket_ns", "label"], sort=True, as_index=False)[["tokens", "usd"]].sum(
+        min_count=1
+    )
     # the breakdown: groups in key order (as pandas' groupby), then by total as there
     table = pd.DataFrame({c: groups[f"k_{c}"].to_numpy(dtype="object") for c in by})
     table["calls"] = groups["calls"].to_numpy(dtype="int64")
