@@ -204,6 +204,24 @@ def latency_percentiles(
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def latency_page(
+    database_url: str,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    metric: str,
+    fields: tuple[str, ...],
+) -> sqlstats.LatencyPage:
+    """The Latency page's percentiles of ``metric`` per bucket by model / variant, its
+    per-model percentiles of ``fields`` and its engine-latency series, from one read of the
+    calls (:func:`dashboard.sqlstats.latency_page`; buckets as :func:`latency_percentiles`)."""
+    bucket = stats.bucket_size_s((until_ns - since_ns) / 1e9, max_buckets=48)
+    return sqlstats.latency_page(
+        database_url, lake(database_url), tenant, since_ns, until_ns, bucket, metric, fields
+    )
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def engine_samples(database_url: str, tenant: str, since_ns: int, until_ns: int) -> pd.DataFrame:
     """Scraped engine gauges (KV-cache usage, running / waiting, prefix-cache hit rate)."""
     df = queries.engine_samples_frame(engine(database_url), tenant, since_ns, until_ns)

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from collector.lake import aggregate
 from collector.lake.layout import Lake
@@ -77,17 +81,22 @@ def traffic(
     """
     step = _step(bucket_s)
     metrics = ", ".join(f"quantile_cont({m}, {_QS}) AS q_{m}" for m in ("ttft_s", "tpot_s"))
+    # the window's counts and sums are those of its buckets added up (below); only its
+    # quantiles need every value again: computing all aggregates twice (GROUPING SETS) cost
+    # ~20 % more CPU on a month of the 1M-call benchmark store
     sql = f"""
-SELECT grouping(b) AS whole, b AS bucket_ns, count(*) AS calls,
-  count_if(status = 'error')::BIGINT AS errors,
-  count_if({RATE_LIMITED_SQL})::BIGINT AS limited,
-  count_if({_KNOWN_TOKENS})::BIGINT AS n_tokens,
-  sum({_TOKENS}) FILTER (WHERE {_KNOWN_TOKENS})::DOUBLE AS tokens,
-  sum(cost_usd) AS cost_usd, {metrics},
-  count_if({_UNPRICED})::BIGINT AS unpriced, min(start_unix_nano) AS first_ns
-FROM (SELECT *, start_unix_nano // {step} * {step} AS b FROM calls)
-GROUP BY GROUPING SETS ((b), ())
-ORDER BY whole DESC, bucket_ns"""
+WITH c AS MATERIALIZED (SELECT *, start_unix_nano // {step} * {step} AS b FROM calls)
+SELECT * FROM (
+  SELECT 0 AS whole, b AS bucket_ns, count(*) AS calls,
+    count_if(status = 'error')::BIGINT AS errors,
+    count_if({RATE_LIMITED_SQL})::BIGINT AS limited,
+    count_if({_KNOWN_TOKENS})::BIGINT AS n_tokens,
+    sum({_TOKENS}) FILTER (WHERE {_KNOWN_TOKENS})::BIGINT AS tokens,
+    sum(cost_usd) AS cost_usd, {metrics},
+    count_if({_UNPRICED})::BIGINT AS unpriced, min(start_unix_nano) AS first_ns
+  FROM c GROUP BY b
+  UNION ALL BY NAME SELECT 1 AS whole, {metrics} FROM c
+) ORDER BY whole DESC, bucket_ns"""
     cols = ["start_unix_nano", "status", "error_type", "input_tokens", "output_tokens"]
     cols += ["cost_usd", "ttft_s", "tpot_s", "is_unpriced"]
     res = aggregate.aggregate_calls(
@@ -101,22 +110,26 @@ ORDER BY whole DESC, bucket_ns"""
         filters=filters,
     ).to_pylist()
     whole, buckets = res[0], res[1:]
-    n = int(whole["calls"])
+    n = sum(int(r["calls"]) for r in buckets)
     if n == 0:
         empty = stats.summarize(pd.DataFrame(), 1.0)
         return empty, stats.traffic_over_time(pd.DataFrame(), bucket_s)
-    first = max(int(whole["first_ns"]), since_ns)
+    costs = [r["cost_usd"] for r in buckets if r["cost_usd"] is not None]
+    first = max(min(int(r["first_ns"]) for r in buckets), since_ns)
     window_s = max((until_ns - first) / 1e9, 1.0)
+    n_tokens = sum(int(r["n_tokens"]) for r in buckets)
     summary = stats.TrafficSummary(
         calls=n,
         requests_per_s=n / window_s,
-        error_rate=whole["errors"] / n,
-        rate_limited_rate=whole["limited"] / n,
+        error_rate=sum(int(r["errors"]) for r in buckets) / n,
+        rate_limited_rate=sum(int(r["limited"]) for r in buckets) / n,
         ttft_s=_quantiles(whole["q_ttft_s"]),
         tpot_s=_quantiles(whole["q_tpot_s"]),
-        tokens_per_s=whole["tokens"] / window_s if whole["n_tokens"] else None,
-        cost_usd=_opt(whole["cost_usd"]),
-        unpriced_calls=int(whole["unpriced"]),
+        tokens_per_s=float(sum(int(r["tokens"] or 0) for r in buckets)) / window_s
+        if n_tokens
+        else None,
+        cost_usd=math.fsum(costs) if costs else None,
+        unpriced_calls=sum(int(r["unpriced"]) for r in buckets),
     )
     calls = np.array([r["calls"] for r in buckets], dtype="int64")
 
@@ -145,49 +158,29 @@ ORDER BY whole DESC, bucket_ns"""
     return summary, out
 
 
-def percentiles_over_time(
-    database_url: str,
-    lake: Lake | None,
-    tenant: str,
-    since_ns: int,
-    until_ns: int,
-    filters: Mapping[str, str],
-    bucket_s: int,
-    by: Sequence[str] = ("model", "variant"),
-    metrics: Sequence[str] = stats.LATENCY_METRICS,
-) -> pd.DataFrame:
-    """:func:`dashboard.stats.percentiles_over_time` of the tenant's calls in
-    ``[since_ns, until_ns)`` matching ``filters``: long frame ``bucket, group, metric,
-    quantile, value_s, n``; only the rows of ``metrics`` (a subset of
-    :data:`dashboard.stats.LATENCY_METRICS`, its order kept: each metric's quantiles are most
-    of the statement's cost, so a page showing one metric asks for that one).
-
-    Raises:
-        ValueError: ``bucket_s`` < 1, an empty range, a bad filter, no metric or one not in
-            :data:`dashboard.stats.LATENCY_METRICS`.
-    """
-    step = _step(bucket_s)
+def _check_metrics(metrics: Sequence[str]) -> list[str]:
+    """``metrics`` in :data:`dashboard.stats.LATENCY_METRICS` order; ValueError otherwise."""
     unknown = [m for m in metrics if m not in stats.LATENCY_METRICS]
     if unknown or not metrics:
         raise ValueError(f"metrics: expected some of {stats.LATENCY_METRICS}, got {metrics}")
-    metrics = [m for m in stats.LATENCY_METRICS if m in metrics]
+    return [m for m in stats.LATENCY_METRICS if m in metrics]
+
+
+def _percentiles_sql(step: int, by: Sequence[str], metrics: Sequence[str], source: str) -> str:
+    """Per bucket and group label: ``n_<m>`` and the ``q_<m>`` quantile list of each metric,
+    over ``source`` (unordered)."""
     aggs = ", ".join(
         f'count("{m}") AS "n_{m}", quantile_cont("{m}", {_QS}) AS "q_{m}"' for m in metrics
     )
-    sql = (
+    return (
         f"SELECT start_unix_nano // {step} * {step} AS bucket_ns, {_label_sql(by)} AS label, "
-        f"{aggs} FROM calls GROUP BY ALL ORDER BY bucket_ns, label"
+        f"{aggs} FROM {source} GROUP BY ALL"
     )
-    res = aggregate.aggregate_calls(
-        database_url,
-        lake,
-        [tenant],
-        sql,
-        since_ns=since_ns,
-        until_ns=until_ns,
-        columns=["start_unix_nano", *by, *metrics],
-        filters=filters,
-    ).to_pandas()
+
+
+def _percentiles_frame(res: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """The long frame of :func:`percentiles_over_time` from :func:`_percentiles_sql`'s rows
+    (ordered by bucket, label)."""
     cols = ["bucket", "group", "metric", "quantile", "value_s", "n"]
     frames = []
     for m in metrics:
@@ -215,6 +208,43 @@ def percentiles_over_time(
     return out[cols]
 
 
+def percentiles_over_time(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    filters: Mapping[str, str],
+    bucket_s: int,
+    by: Sequence[str] = ("model", "variant"),
+    metrics: Sequence[str] = stats.LATENCY_METRICS,
+) -> pd.DataFrame:
+    """:func:`dashboard.stats.percentiles_over_time` of the tenant's calls in
+    ``[since_ns, until_ns)`` matching ``filters``: long frame ``bucket, group, metric,
+    quantile, value_s, n``; only the rows of ``metrics`` (a subset of
+    :data:`dashboard.stats.LATENCY_METRICS`, its order kept: each metric's quantiles are most
+    of the statement's cost, so a page showing one metric asks for that one).
+
+    Raises:
+        ValueError: ``bucket_s`` < 1, an empty range, a bad filter, no metric or one not in
+            :data:`dashboard.stats.LATENCY_METRICS`.
+    """
+    step = _step(bucket_s)
+    metrics = _check_metrics(metrics)
+    sql = _percentiles_sql(step, by, metrics, "calls") + " ORDER BY bucket_ns, label"
+    res = aggregate.aggregate_calls(
+        database_url,
+        lake,
+        [tenant],
+        sql,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        columns=["start_unix_nano", *by, *metrics],
+        filters=filters,
+    ).to_pandas()
+    return _percentiles_frame(res, metrics)
+
+
 def cost(
     database_url: str,
     lake: Lake | None,
@@ -238,18 +268,20 @@ def cost(
         "ELSE coalesce(cost_usd, 0) + coalesce(gpu_cost_usd, 0) END"
     )
     key_set = ", ".join(f'"k_{c}"' for c in by)
+    # one grouping by bucket and key, added up per key (the breakdown) and per bucket and
+    # label (the trend) here: every aggregate is a count or a sum (GROUPING SETS computed
+    # each twice over every call)
     sql = f"""
-SELECT grouping(bucket_ns) AS per_group, {key_set}, bucket_ns, label, count(*) AS calls,
-  sum({_TOKENS})::DOUBLE AS tokens, sum(cost_usd) AS cost_usd,
+SELECT {key_set}, bucket_ns, count(*) AS calls,
+  sum({_TOKENS})::BIGINT AS tokens, sum(cost_usd) AS cost_usd,
   sum(gpu_cost_usd) AS gpu_cost_usd, sum(usd) AS usd,
   count_if({_UNPRICED})::BIGINT AS unpriced_calls
 FROM (SELECT *, {keys}, start_unix_nano // {step} * {step} AS bucket_ns,
-        {_label_sql(by)} AS label, {row_usd} AS usd FROM calls)
-GROUP BY GROUPING SETS (({key_set}), (bucket_ns, label))
-ORDER BY per_group, bucket_ns, label"""
+        {row_usd} AS usd FROM calls)
+GROUP BY ALL"""
     columns = ["start_unix_nano", *by, "input_tokens", "output_tokens"]
     columns += ["cost_usd", "gpu_cost_usd", "is_unpriced"]
-    res = aggregate.aggregate_calls(
+    fine = aggregate.aggregate_calls(
         database_url,
         lake,
         list(tenants),
@@ -258,11 +290,18 @@ ORDER BY per_group, bucket_ns, label"""
         until_ns=until_ns,
         columns=columns,
     ).to_pandas()
-    groups = res[res["per_group"] == 1]
-    trend = res[res["per_group"] == 0]
-    if groups.empty:
+    if fine.empty:
         empty = pd.DataFrame()
         return stats.cost_breakdown(empty, by), stats.cost_per_1k_over_time(empty, bucket_s, by)
+    for c in ("cost_usd", "gpu_cost_usd", "usd"):
+        fine[c] = fine[c].to_numpy(dtype="float64", na_value=np.nan)
+    sums = ["calls", "tokens", "cost_usd", "gpu_cost_usd", "unpriced_calls"]
+    # min_count=1: a group without a known USD value stays unknown (as SQL's sum)
+    groups = fine.groupby([f"k_{c}" for c in by], sort=False, as_index=False)[sums].sum(min_count=1)
+    fine["label"] = fine[f"k_{by[0]}"].str.cat([fine[f"k_{c}"] for c in by[1:]], sep=" / ")
+    trend = fine.groupby(["bucket_ns", "label"], sort=True, as_index=False)[["tokens", "usd"]].sum(
+        min_count=1
+    )
     # the breakdown: groups in key order (as pandas' groupby), then by total as there
     table = pd.DataFrame({c: groups[f"k_{c}"].to_numpy(dtype="object") for c in by})
     table["calls"] = groups["calls"].to_numpy(dtype="int64")
@@ -327,6 +366,35 @@ ENGINE_SERIES: tuple[tuple[str, str], ...] = (
 )
 
 
+def _engine_sql(step: int, source: str) -> str:
+    """Per model and bucket: the ``q_<field>`` quantile lists of :data:`ENGINE_SERIES` over
+    ``source`` (unordered)."""
+    aggs = ", ".join(f"quantile_cont({f}, {_QS}) AS q_{f}" for _label, f in ENGINE_SERIES)
+    return (
+        f"SELECT model, start_unix_nano // {step} * {step} AS bucket_ns, {aggs} "
+        f"FROM {source} GROUP BY ALL"
+    )
+
+
+def _engine_frame(res: list[dict[str, Any]]) -> pd.DataFrame:
+    """The long frame of :func:`engine_latency_over_time` from :func:`_engine_sql`'s rows
+    (ordered by model, nulls last, then bucket)."""
+    cols = ["bucket", "group", "quantile", "value_ms"]
+    rows = [
+        {
+            "bucket": pd.to_datetime(r["bucket_ns"] / 1e9, unit="s", utc=True),
+            "group": f"{r['model'] or '?'} {label}",
+            "quantile": name,
+            "value_ms": r[f"q_{f}"][i] * 1000.0,
+        }
+        for r in res
+        for label, f in ENGINE_SERIES
+        for i, name in enumerate(_QNAMES)
+        if r[f"q_{f}"] is not None and r[f"q_{f}"][i] is not None
+    ]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def engine_latency_over_time(
     database_url: str,
     lake: Lake | None,
@@ -346,12 +414,7 @@ def engine_latency_over_time(
         ValueError: ``bucket_s`` < 1 or an empty range.
     """
     step = _step(bucket_s)
-    fields = [f for _label, f in ENGINE_SERIES]
-    aggs = ", ".join(f"quantile_cont({f}, {_QS}) AS q_{f}" for f in fields)
-    sql = (
-        f"SELECT model, start_unix_nano // {step} * {step} AS bucket_ns, {aggs} "
-        "FROM calls GROUP BY ALL ORDER BY model NULLS LAST, bucket_ns"
-    )
+    sql = _engine_sql(step, "calls") + " ORDER BY model NULLS LAST, bucket_ns"
     res = aggregate.aggregate_calls(
         database_url,
         lake,
@@ -359,19 +422,108 @@ def engine_latency_over_time(
         sql,
         since_ns=since_ns,
         until_ns=until_ns,
-        columns=["model", "start_unix_nano", *fields],
+        columns=["model", "start_unix_nano", *(f for _label, f in ENGINE_SERIES)],
     ).to_pylist()
-    cols = ["bucket", "group", "quantile", "value_ms"]
-    rows = [
-        {
-            "bucket": pd.to_datetime(r["bucket_ns"] / 1e9, unit="s", utc=True),
-            "group": f"{r['model'] or '?'} {label}",
-            "quantile": name,
-            "value_ms": r[f"q_{f}"][i] * 1000.0,
-        }
-        for r in res
-        for label, f in ENGINE_SERIES
-        for i, name in enumerate(_QNAMES)
-        if r[f"q_{f}"] is not None and r[f"q_{f}"][i] is not None
-    ]
-    return pd.DataFrame(rows, columns=cols)
+    return _engine_frame(res)
+
+
+def _by_model_sql(fields: Sequence[str], source: str) -> str:
+    """Per model: ``n_<f>`` and the ``q_<f>`` quantile list of each of ``fields`` over
+    ``source`` (unordered)."""
+    aggs = ", ".join(
+        f'count("{f}") AS "n_{f}", quantile_cont("{f}", {_QS}) AS "q_{f}"' for f in fields
+    )
+    return f"SELECT model, {aggs} FROM {source} GROUP BY ALL"
+
+
+def _by_model_rows(res: list[dict[str, Any]], fields: Sequence[str]) -> list[dict[str, Any]]:
+    """``model, n_<f>, <f>_p50, <f>_p95, <f>_p99`` per model from :func:`_by_model_sql`'s
+    rows."""
+    out = []
+    for r in res:
+        row: dict[str, Any] = {"model": r["model"]}
+        for f in fields:
+            row[f"n_{f}"] = r[f"n_{f}"]
+            q = r[f"q_{f}"] or [None] * len(_QNAMES)
+            row.update({f"{f}_{name}": q[i] for i, name in enumerate(_QNAMES)})
+        out.append(row)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyPage:
+    """What the Latency page charts, from one read of the calls (:func:`latency_page`).
+
+    ``percentiles``: :func:`percentiles_over_time` of one metric; ``by_model``: per model
+    (sorted, unknown last) ``model``, ``n_<f>`` and ``<f>_p50`` / ``_p95`` / ``_p99`` (s, None
+    without a known value) of each field, the values of those keys in
+    :func:`collector.lake.stats.exact_call_stats` rows by model; ``engine``:
+    :func:`engine_latency_over_time`."""
+
+    percentiles: pd.DataFrame
+    by_model: list[dict[str, Any]]
+    engine: pd.DataFrame
+
+
+def latency_page(
+    database_url: str,
+    lake: Lake | None,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    bucket_s: int,
+    metric: str,
+    fields: Sequence[str],
+    by: Sequence[str] = ("model", "variant"),
+) -> LatencyPage:
+    """The Latency page's three aggregations of the tenant's calls in ``[since_ns, until_ns)``
+    in one DuckDB statement: the calls are scanned once (a materialised CTE of the columns
+    used), then grouped three ways. Equal to :func:`percentiles_over_time` (``metric``, no
+    filter, ``by``), :func:`engine_latency_over_time` and ``exact_call_stats(..., [(["model"],
+    None)])`` restricted to ``fields`` (of :data:`collector.store.callstats.LATENCY_FIELDS`):
+    the same ``quantile_cont`` over the same values (``tests/dashboard/test_sqlstats.py``).
+    A month of the 1M-call benchmark store took three reads of 720 hourly files before (each
+    read's fixed cost: ~0.2 s of Parquet overhead), and ``exact_call_stats`` computed every
+    metric of the API (and read the store's votes) where the page shows eight latencies.
+
+    Raises:
+        ValueError: ``bucket_s`` < 1, an empty range, ``metric`` not in
+            :data:`dashboard.stats.LATENCY_METRICS`, no field or one not in
+            :data:`collector.store.callstats.LATENCY_FIELDS`.
+    """
+    step = _step(bucket_s)
+    metrics = _check_metrics([metric])
+    bad = [f for f in fields if f not in callstats.LATENCY_FIELDS]
+    if bad or not fields:
+        raise ValueError(f"fields: expected some of {callstats.LATENCY_FIELDS}, got {fields}")
+    engine_fields = [f for _label, f in ENGINE_SERIES]
+    columns = list(dict.fromkeys(["start_unix_nano", "model", *by, *metrics, *fields]))
+    columns += [f for f in engine_fields if f not in columns]
+    sql = f"""
+WITH c AS MATERIALIZED (SELECT {", ".join(f'"{c}"' for c in columns)} FROM calls)
+SELECT * FROM (
+  SELECT 0 AS part, * FROM ({_percentiles_sql(step, by, metrics, "c")})
+  UNION ALL BY NAME SELECT 1 AS part, * FROM ({_engine_sql(step, "c")})
+  UNION ALL BY NAME SELECT 2 AS part, * FROM ({_by_model_sql(fields, "c")})
+) ORDER BY part, model NULLS LAST, bucket_ns, label"""
+    res = aggregate.aggregate_calls(
+        database_url,
+        lake,
+        [tenant],
+        sql,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        columns=columns,
+    )
+
+    def part(k: int, names: Sequence[str]) -> pa.Table:
+        return res.filter(pc.equal(res.column("part"), k)).select(list(names))
+
+    pct_cols = ["bucket_ns", "label", *(f"{p}_{m}" for m in metrics for p in ("n", "q"))]
+    eng_cols = ["model", "bucket_ns", *(f"q_{f}" for f in engine_fields)]
+    model_cols = ["model", *(f"{p}_{f}" for f in fields for p in ("n", "q"))]
+    return LatencyPage(
+        percentiles=_percentiles_frame(part(0, pct_cols).to_pandas(), metrics),
+        by_model=_by_model_rows(part(2, model_cols).to_pylist(), fields),
+        engine=_engine_frame(part(1, eng_cols).to_pylist()),
+    )

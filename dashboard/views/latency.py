@@ -1,17 +1,15 @@
 """Latency: percentiles over time by model and variant; the caller's vs the engine's TTFT and
-the ITL distribution (``GET /api/v1/stats``'s service function); one request's breakdown;
-engine gauges."""
+the ITL distribution (the values ``GET /api/v1/stats`` serves exact, by model); one request's
+breakdown; engine gauges. The page's three aggregations of the calls come from one read
+(:func:`dashboard.data.latency_page`)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import altair as alt
 import pandas as pd
 import streamlit as st
 
-from collector.lake import stats as lake_stats
-from dashboard import charts, data, sqlstats, stats, ui
+from dashboard import charts, data, ui
 
 #: ``call_stats`` fields shown side by side: the caller's view and the engine's
 SIDE_BY_SIDE = {
@@ -38,11 +36,18 @@ ctx = ui.page_context("Latency", "Percentiles per time bucket; unknown latencies
 c1, c2 = st.columns([2, 1])
 label = c1.selectbox("Latency", list(METRICS), key="lat_metric")
 quantiles = c2.multiselect("Percentiles", ["p50", "p95", "p99"], ["p50", "p95"], key="lat_q")
-# only the chosen latency: each one's quantiles are most of the read (another is read when
+# one read of the calls for the page's three aggregations; only the chosen latency's
+# percentiles over time (each metric's quantiles are much of the read; another is read when
 # chosen, then cached like this one)
-pct = data.latency_percentiles(
-    ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, metrics=(METRICS[label],)
+page = data.latency_page(
+    ctx.database_url,
+    ctx.tenant,
+    ctx.since_ns,
+    ctx.until_ns,
+    METRICS[label],
+    tuple(dict.fromkeys(SIDE_BY_SIDE.values())),
 )
+pct = page.percentiles
 if pct.empty:
     ui.no_data(label, f"No call reports this latency in the {ctx.range_label}.")
 else:
@@ -64,37 +69,8 @@ else:
         st.caption("Lines: model / variant; dash: percentile. Hover for values (ms).")
 
 
-@st.cache_data(ttl=data.CACHE_TTL_S, show_spinner=False)
-def call_stats(
-    database_url: str, tenant: str, since_ns: int, until_ns: int
-) -> list[dict[str, Any]]:
-    """:func:`collector.lake.stats.call_stats` by model, as the API serves it exact
-    (``source="raw"``; :func:`collector.lake.stats.exact_call_stats`: sealed hours scanned in
-    the lake, the rest from the store)."""
-    return lake_stats.exact_call_stats(
-        database_url,
-        data.lake(database_url),
-        tenant,
-        [(["model"], None)],
-        since_ns=since_ns,
-        until_ns=until_ns,
-    )[0]
-
-
-@st.cache_data(ttl=data.CACHE_TTL_S, show_spinner=False)
-def engine_latency(
-    database_url: str, tenant: str, since_ns: int, until_ns: int, bucket_s: int
-) -> pd.DataFrame:
-    """Per-bucket ITL and engine TTFT percentiles by model
-    (:func:`dashboard.sqlstats.engine_latency_over_time`, the values ``call_stats`` by model
-    and bucket has for them, without computing its other metrics)."""
-    return sqlstats.engine_latency_over_time(
-        database_url, data.lake(database_url), tenant, since_ns, until_ns, bucket_s
-    )
-
-
 st.subheader("Caller vs engine: TTFT, e2e, queue, inter-token latency")
-overall = call_stats(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns)
+overall = page.by_model  # exact: the API's call_stats by model, these fields only
 if not overall:
     ui.no_data("calls", f"No call in the {ctx.range_label}.")
 else:
@@ -123,8 +99,7 @@ else:
         "merge. ITL: percentiles over calls of each call's median / p95 gap between streamed "
         "tokens. Blank rows: nobody reported that latency."
     )
-    bucket = stats.bucket_size_s((ctx.until_ns - ctx.since_ns) / 1e9, max_buckets=48)
-    itl = engine_latency(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, bucket)
+    itl = page.engine
     if not itl.empty:
         charts.show(
             charts.line(

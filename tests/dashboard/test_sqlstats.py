@@ -238,3 +238,62 @@ def test_lake_is_where_the_dashboard_looks(store: tuple[str, layout.Lake]) -> No
     url, lake = store
     found = data.lake(url)
     assert found is not None and Path(found.root) == Path(lake.root)
+
+
+#: the per-model latencies of the Latency page's caller-vs-engine table
+PAGE_FIELDS = (
+    "ttft_s",
+    "server_ttft_s",
+    "e2e_s",
+    "server_e2e_s",
+    "gateway_queue_s",
+    "queue_s",
+    "itl_p50_s",
+    "itl_p95_s",
+)
+
+
+@pytest.mark.parametrize("k", range(len(RANGES) - 1))
+@pytest.mark.parametrize("metric", ["ttft_s", "e2e_s", "queue_s"])
+def test_latency_page_is_its_three_aggregations(
+    store: tuple[str, layout.Lake], k: int, metric: str
+) -> None:
+    """One read gives what the three separate reads gave: the percentiles over time, the
+    engine series and ``exact_call_stats`` by model (the keys the page shows), exactly."""
+    url, lake = store
+    since, until, _flt = RANGES[k]
+    got = sqlstats.latency_page(url, lake, "default", since, until, 1800, metric, PAGE_FIELDS)
+    want_pct = sqlstats.percentiles_over_time(
+        url, lake, "default", since, until, {}, 1800, metrics=(metric,)
+    )
+    pd.testing.assert_frame_equal(got.percentiles, want_pct)
+    pd.testing.assert_frame_equal(
+        got.engine, sqlstats.engine_latency_over_time(url, lake, "default", since, until, 1800)
+    )
+    rows = lake_stats.exact_call_stats(
+        url, lake, "default", [(["model"], None)], since_ns=since, until_ns=until
+    )[0]
+    keys = ["model", *(f"n_{f}" for f in PAGE_FIELDS)]
+    keys += [f"{f}_{p}" for f in PAGE_FIELDS for p in ("p50", "p95", "p99")]
+    assert got.by_model == [{key: r[key] for key in got.by_model[0]} for r in rows]
+    assert set(got.by_model[0]) == set(keys)
+    assert len(got.by_model) >= 2 and not got.percentiles.empty and not got.engine.empty
+
+
+def test_latency_page_of_an_empty_window_is_empty(store: tuple[str, layout.Lake]) -> None:
+    url, lake = store
+    got = sqlstats.latency_page(
+        url, lake, "default", NOW + HOUR, NOW + 2 * HOUR, 60, "ttft_s", PAGE_FIELDS
+    )
+    assert got.percentiles.empty and got.engine.empty and got.by_model == []
+    assert list(got.percentiles.columns) == [
+        "bucket",
+        "group",
+        "metric",
+        "quantile",
+        "value_s",
+        "n",
+    ]
+    for metric, fields in (("nope", PAGE_FIELDS), ("ttft_s", ()), ("ttft_s", ("prefill_s",))):
+        with pytest.raises(ValueError, match=r"metric|fields"):
+            sqlstats.latency_page(url, lake, "default", T0, NOW, 60, metric, fields)
