@@ -279,3 +279,71 @@ def test_grpc_with_spool_acks_processes_and_refuses_when_full(tmp_path: Path) ->
         assert status.details[0].Unpack(info) and info.retry_delay.seconds == 1
     finally:
         lc.stop()
+
+
+def spawned_children() -> set[str]:
+    """Pids of this process's multiprocessing spawn children (not the resource tracker)."""
+    out = set()
+    for t in Path(f"/proc/{os.getpid()}/task").iterdir():
+        for c in (t / "children").read_text().split():
+            try:
+                if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes():
+                    out.add(c)
+            except OSError:  # exited meanwhile
+                pass
+    return out
+
+
+@pytest.mark.parametrize("workers", [0, 1], ids=["inline", "prepare-worker"])
+def test_processor_batches_pipelined_and_prepared_in_a_worker_store_the_same_rows(
+    tmp_path: Path, workers: int
+) -> None:
+    """Batches written one transaction per tenant while the next is prepared (here, or in a
+    prepare worker process) store every span and call of every tenant exactly once, a record
+    that cannot be decoded is skipped, and the worker process ends with the processor."""
+    db = f"sqlite:///{tmp_path}/d.db"
+    store_engine.upgrade(db)
+    engine = store_engine.make_engine(db)
+    sp = Spool(tmp_path / "sp")
+    for tb in range(1, 13):
+        tenant = "a" if tb % 3 else "b"
+        sp.append(TRACES_PROTOBUF, tenant, pb_request(5, trace_byte=tb), time.time_ns()).result(5)
+        if tb == 6:
+            sp.append(TRACES_PROTOBUF, "a", b"\xff not protobuf", time.time_ns()).result(5)
+    writer = BatchWriter(engine, PriceTable.load(PRICE_FIXTURE))
+    writer.start()
+    proc = SpoolProcessor(
+        sp,
+        writer,
+        joiner=None,
+        capture_mode=lambda _t: "full",
+        batch_bytes=2_000,  # a few records per batch: several batches in the pipeline
+        prepare_workers=workers,
+    )
+    before = spawned_children()
+    proc.start()
+    wait_for(lambda: sp.unprocessed_bytes == 0, timeout_s=60)
+    kids = spawned_children() - before  # the prepare worker
+    assert len(kids) == workers
+    proc.close()
+    writer.close()
+    sp.close()
+    assert proc.spans_processed == 60
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT tenant, count(*), count(DISTINCT trace_id || span_id) FROM llm_calls "
+                "GROUP BY tenant ORDER BY tenant"
+            )
+        ).all()
+        spans = conn.execute(text("SELECT count(*) FROM spans")).scalar_one()
+    engine.dispose()
+    assert [tuple(r) for r in rows] == [("a", 40, 40), ("b", 20, 20)]
+    assert spans == 60
+    for pid in kids:  # the prepare worker (if any) exited with the processor
+        wait_for(
+            lambda pid=pid: (
+                not Path(f"/proc/{pid}").exists()
+                or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+            )
+        )
