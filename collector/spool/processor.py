@@ -122,6 +122,60 @@ def _trace_jobs(
     return [(r.kind, r.end, r.body, capture_mode(r.tenant)) for r in records if not _is_logs(r)]
 
 
+def _submit_records(writer: BatchWriter, tenant: str, parts: list[list[Item]]) -> Future[int]:
+    """Write the items of several records (``parts``) as one job; should the store refuse it
+    (BadRequestError), each record again as a job of its own, so that only the refused
+    records' spans are lost, as when every record was a job. The future resolves once all is
+    committed, to the number of spans; BadRequestError when some record was refused (the
+    others are stored), any other error as is (nothing may be committed: retry).
+
+    Raises:
+        QueueFullError: the writer's queue is full (nothing was queued).
+    """
+    whole = writer.submit(tenant, [it for part in parts for it in part])
+    if len(parts) < 2:
+        return whole
+    out: Future[int] = Future()
+
+    def on_whole(f: Future[int]) -> None:
+        exc = f.exception()
+        if exc is None:
+            out.set_result(f.result())
+            return
+        if not isinstance(exc, BadRequestError):
+            out.set_exception(exc)
+            return
+        try:
+            singles = [writer.submit(tenant, part) for part in parts]
+        except Exception as e:  # queue full, shutting down: retry the batch
+            out.set_exception(e)
+            return
+        results: list[Future[int]] = []
+        lock = threading.Lock()
+
+        def on_single(g: Future[int]) -> None:
+            with lock:
+                results.append(g)
+                if len(results) < len(singles):
+                    return
+            errors = [e for e in (r.exception() for r in results) if e is not None]
+            other = [e for e in errors if not isinstance(e, BadRequestError)]
+            if other:
+                out.set_exception(other[0])
+            elif errors:
+                out.set_exception(
+                    BadRequestError(f"{len(errors)} of {len(parts)} records refused: {errors[0]}")
+                )
+            else:
+                out.set_result(sum(r.result() for r in results))
+
+        for g in singles:
+            g.add_done_callback(on_single)
+
+    whole.add_done_callback(on_whole)
+    return out
+
+
 def process(
     records: Sequence[Record],
     *,
@@ -149,11 +203,11 @@ def process(
                 log.warning("%s", msg)
     futures: list[Future[int]] = []
     spans = 0
-    pending: dict[str, list[Item]] = {}
+    pending: dict[str, list[list[Item]]] = {}  # by tenant: the items of each record
 
     def flush() -> None:
         for tenant, items in pending.items():
-            futures.append(writer.submit(tenant, items))
+            futures.append(_submit_records(writer, tenant, items))
         pending.clear()
 
     traces = iter(prepared)
@@ -164,7 +218,8 @@ def process(
                 log.error("%s", done)
                 continue
             spans += len(done[0])
-            pending.setdefault(rec.tenant, []).extend(done[0])
+            if done[0]:
+                pending.setdefault(rec.tenant, []).append(done[0])
             continue
         if joiner is None:
             continue

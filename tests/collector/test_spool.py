@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -347,3 +348,37 @@ def test_processor_batches_pipelined_and_prepared_in_a_worker_store_the_same_row
                 or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
             )
         )
+
+
+def test_a_refused_record_in_a_batch_loses_only_its_own_spans(tmp_path: Path) -> None:
+    """The records of a batch are written as one job; when the store refuses it, each record
+    is written on its own again: only the refused record's spans are skipped (as when every
+    record was a job) and the offset moves on."""
+    db = f"sqlite:///{tmp_path}/d.db"
+    store_engine.upgrade(db)
+    engine = store_engine.make_engine(db)
+    sp = Spool(tmp_path / "sp")
+    for tb in (1, 2, 3, 4):
+        sp.append(TRACES_PROTOBUF, "t", pb_request(4, trace_byte=tb), time.time_ns()).result(5)
+    bad = f"{3:02x}" * 16
+
+    def refuse_trace_3(conn: Any, _tenant: str, items: list[Any]) -> list[Any]:
+        if any(it.span.trace_id == bad for it in items):  # a NOT NULL violation: IntegrityError
+            conn.exec_driver_sql("INSERT INTO spans (tenant) VALUES (NULL)")
+        return items
+
+    writer = BatchWriter(engine, PriceTable.load(PRICE_FIXTURE))
+    writer.before_write.append(refuse_trace_3)
+    writer.start()
+    proc = SpoolProcessor(sp, writer, joiner=None, capture_mode=lambda _t: "full")
+    proc.start()
+    wait_for(lambda: sp.unprocessed_bytes == 0, timeout_s=30)
+    proc.close()
+    writer.close()
+    sp.close()
+    with engine.connect() as conn:
+        traces = conn.execute(
+            text("SELECT trace_id, count(*) FROM spans GROUP BY trace_id ORDER BY trace_id")
+        ).all()
+    engine.dispose()
+    assert [(t[:2], n) for t, n in traces] == [("01", 4), ("02", 4), ("04", 4)]
