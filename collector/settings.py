@@ -111,6 +111,14 @@ class Settings(BaseSettings):
         "acknowledgements wait on the receiver, not on the processor, so on a machine short of "
         "cores the receiver gets the CPU first and a backlog drains in the idle time (0: equal).",
     )
+    spool_prepare_workers: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="Worker processes of the spool processor (`process` and `external` modes) "
+        "that decode and prepare the next batch while the current one is written, so that the "
+        "store writer has a core to itself (0: decode in the processor itself).",
+    )
     spool_dir: Path = Field(
         None,  # type: ignore[assignment]  # filled from database_url by _default_spool_dir
         description="Directory of the spool's segment files, one per store. Default: "

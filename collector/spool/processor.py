@@ -19,11 +19,13 @@ The spool is the appender itself (:class:`~collector.spool.log.Spool`, thread mo
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Protocol
 
@@ -31,7 +33,7 @@ from collector.errors import BadRequestError
 from collector.ingest import decode as codec
 from collector.ingest.log_join import LogJoiner
 from collector.ingest.logs import decode_logs
-from collector.ingest.prepare import prepare
+from collector.ingest.prepare import Item, prepare
 from collector.ingest.writer import BatchWriter
 from collector.spool import status as status_file
 from collector.spool.log import LOGS_JSON, LOGS_PROTOBUF, TRACES_JSON, Record
@@ -65,38 +67,170 @@ def media_of(kind: int) -> str:
     return codec.JSON if kind in (TRACES_JSON, LOGS_JSON) else codec.PROTOBUF
 
 
+#: what :func:`prepare_traces` returns
+Prepared = list[tuple[list[Item], list[str]] | str]
+
+
+def prepare_traces(records: Sequence[tuple[int, int, bytes, str]], max_text_chars: int) -> Prepared:
+    """Decode and prepare the trace records ``(kind, end offset, body, capture mode)``: per
+    record its items and normalisation errors (:func:`~collector.ingest.prepare.prepare`), or
+    the decode error of a record that cannot be decoded (validated on receipt: only a corrupt
+    disk gets here). Pure CPU work without the store, so that it can run in a process of its
+    own (``prepare_workers`` of :class:`SpoolProcessor`); the result comes back pickled."""
+    out: list[tuple[list[Item], list[str]] | str] = []
+    for kind, end, body, mode in records:
+        try:
+            decoded = codec.decode(body, media_of(kind))
+        except codec.DecodeError as exc:
+            out.append(f"spool record at {end} could not be decoded, skipped: {exc}")
+            continue
+        out.append(prepare(decoded.spans, max_text_chars, mode))
+    return out
+
+
+#: how often a prepare worker checks that its processor is alive, seconds
+PARENT_POLL_S = 0.5
+
+
+def _init_prepare_worker(parent: int) -> None:
+    """Initializer of a prepare worker process.
+
+    :func:`prepare`'s per-span warnings come back with its result and are logged by the
+    processor, not on the worker's stderr. The worker exits once ``parent`` (the processor) is
+    gone: a processor killed by a signal (``kill -9``, the supervisor's SIGTERM) runs no exit
+    handler, and the worker, which holds both ends of its task pipe, would otherwise wait on it
+    for ever.
+    """
+    logging.getLogger("collector.ingest.prepare").disabled = True
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="driftline-prepare-watch", daemon=True).start()
+
+
+def _is_logs(rec: Record) -> bool:
+    return rec.kind in (LOGS_PROTOBUF, LOGS_JSON)
+
+
+def _trace_jobs(
+    records: Sequence[Record], capture_mode: Callable[[str], str]
+) -> list[tuple[int, int, bytes, str]]:
+    """The arguments of :func:`prepare_traces` for the trace records of ``records``."""
+    return [(r.kind, r.end, r.body, capture_mode(r.tenant)) for r in records if not _is_logs(r)]
+
+
+def _submit_records(writer: BatchWriter, tenant: str, parts: list[list[Item]]) -> Future[int]:
+    """Write the items of several records (``parts``) as one job; should the store refuse it
+    (BadRequestError), each record again as a job of its own, so that only the refused
+    records' spans are lost, as when every record was a job. The future resolves once all is
+    committed, to the number of spans; BadRequestError when some record was refused (the
+    others are stored), any other error as is (nothing may be committed: retry).
+
+    Raises:
+        QueueFullError: the writer's queue is full (nothing was queued).
+    """
+    whole = writer.submit(tenant, [it for part in parts for it in part])
+    if len(parts) < 2:
+        return whole
+    out: Future[int] = Future()
+
+    def on_whole(f: Future[int]) -> None:
+        exc = f.exception()
+        if exc is None:
+            out.set_result(f.result())
+            return
+        if not isinstance(exc, BadRequestError):
+            out.set_exception(exc)
+            return
+        try:
+            singles = [writer.submit(tenant, part) for part in parts]
+        except Exception as e:  # queue full, shutting down: retry the batch
+            out.set_exception(e)
+            return
+        results: list[Future[int]] = []
+        lock = threading.Lock()
+
+        def on_single(g: Future[int]) -> None:
+            with lock:
+                results.append(g)
+                if len(results) < len(singles):
+                    return
+            errors = [e for e in (r.exception() for r in results) if e is not None]
+            other = [e for e in errors if not isinstance(e, BadRequestError)]
+            if other:
+                out.set_exception(other[0])
+            elif errors:
+                out.set_exception(
+                    BadRequestError(f"{len(errors)} of {len(parts)} records refused: {errors[0]}")
+                )
+            else:
+                out.set_result(sum(r.result() for r in results))
+
+        for g in singles:
+            g.add_done_callback(on_single)
+
+    whole.add_done_callback(on_whole)
+    return out
+
+
 def process(
-    records: Iterable[Record],
+    records: Sequence[Record],
     *,
     writer: BatchWriter,
     joiner: LogJoiner | None,
     capture_mode: Callable[[str], str],
     max_text_chars: int,
+    prepared: Prepared | None = None,
 ) -> tuple[list[Future[int]], int]:
     """Queue the writes of ``records``; returns their futures and the number of spans.
+
+    The spans of consecutive trace records go to the writer as ONE job per tenant (one
+    transaction, group commit), flushed before each log record so that spans and logs are
+    written in the spool's order. ``prepared``: :func:`prepare_traces` of the trace records,
+    in order, when already done (e.g. in another process); else it is done here.
 
     Raises:
         QueueFullError / StoreUnavailableError: retry later (nothing is committed).
     """
+    if prepared is None:
+        prepared = prepare_traces(_trace_jobs(records, capture_mode), max_text_chars)
+    else:  # prepared in another process: its normalisation warnings are logged here
+        for p in prepared:
+            for msg in () if isinstance(p, str) else p[1]:
+                log.warning("%s", msg)
     futures: list[Future[int]] = []
     spans = 0
+    pending: dict[str, list[list[Item]]] = {}  # by tenant: the items of each record
+
+    def flush() -> None:
+        for tenant, items in pending.items():
+            futures.append(_submit_records(writer, tenant, items))
+        pending.clear()
+
+    traces = iter(prepared)
     for rec in records:
-        media = media_of(rec.kind)
-        try:
-            if rec.kind in (LOGS_PROTOBUF, LOGS_JSON):
-                if joiner is not None:
-                    batch = decode_logs(rec.body, media)
-                    futures.append(
-                        joiner.ingest(rec.tenant, batch, capture_mode(rec.tenant), writer)
-                    )
+        if not _is_logs(rec):
+            done = next(traces)
+            if isinstance(done, str):
+                log.error("%s", done)
                 continue
-            decoded = codec.decode(rec.body, media)
+            spans += len(done[0])
+            if done[0]:
+                pending.setdefault(rec.tenant, []).append(done[0])
+            continue
+        if joiner is None:
+            continue
+        try:
+            batch = decode_logs(rec.body, media_of(rec.kind))
         except codec.DecodeError as exc:  # validated on receipt: only a corrupt disk gets here
             log.error("spool record at %d could not be decoded, skipped: %s", rec.end, exc)
             continue
-        items, _errors = prepare(decoded.spans, max_text_chars, capture_mode(rec.tenant))
-        spans += len(items)
-        futures.append(writer.submit(rec.tenant, items))
+        flush()
+        futures.append(joiner.ingest(rec.tenant, batch, capture_mode(rec.tenant), writer))
+    flush()
     return futures, spans
 
 
@@ -114,8 +248,12 @@ class SpoolProcessor:
         max_text_chars: int = 1_000_000,
         batch_bytes: int = 4 << 20,
         keep_s: float | None = None,
+        prepare_workers: int = 0,
     ) -> None:
         self.spool = spool
+        self._prepare_workers = prepare_workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._pool_up: Future[int] | None = None  # done once the worker runs
         self._writer = writer
         self._joiner = joiner
         self._capture_mode = capture_mode
@@ -201,39 +339,90 @@ class SpoolProcessor:
             self._write_status(idle=False)
             os.close(self._lock_fd)  # releases processor.lock
 
-    def _drain(self) -> None:
-        while not self._stop.is_set():
-            offset = self.spool.committed
-            records = self.spool.read(offset, self._batch_bytes)
-            if not records:
-                self.oldest_pending_ns = None
-                self._write_status(idle=True)
-                self._prune()
-                self.spool.wait(offset, 0.5)
-                continue
-            self.oldest_pending_ns = records[0].received_unix_nano
-            try:
-                futures, spans = process(
-                    records,
-                    writer=self._writer,
-                    joiner=self._joiner,
-                    capture_mode=self._capture_mode,
-                    max_text_chars=self._max_text_chars,
+    def _start_prepare(self, records: list[Record]) -> Future[Prepared]:
+        """Decode and prepare the trace records of ``records``: in the prepare worker process
+        once it has started (the result is a future of it), else here and now (also while the
+        worker is still starting, so that the first batches do not wait for it). Never raises:
+        an error (e.g. the store is down when the tenants' capture modes are read) is the
+        future's."""
+        fut: Future[Prepared] = Future()
+        try:
+            jobs = _trace_jobs(records, self._capture_mode)
+            if self._prepare_workers > 0 and self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    self._prepare_workers,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_init_prepare_worker,
+                    initargs=(os.getpid(),),
                 )
-                for fut in futures:
-                    try:
-                        fut.result()
-                    except BadRequestError as exc:  # the store refuses this data: never will
-                        log.error("spooled spans refused by the store, skipped: %s", exc)
-            except Exception as exc:  # store down, queue full: the offset stays, retry
-                log.warning("spool processing at offset %d failed, retrying: %r", offset, exc)
-                self._stop.wait(RETRY_S)
-                continue
-            self.spool.commit(records[-1].end)
-            self.spans_processed += spans
-            if self.on_processed is not None:
-                self.on_processed(spans)
-            self._write_status(idle=False)
+                self._pool_up = self._pool.submit(os.getpid)
+            if self._pool is not None and self._pool_up is not None and self._pool_up.done():
+                return self._pool.submit(prepare_traces, jobs, self._max_text_chars)
+            fut.set_result(prepare_traces(jobs, self._max_text_chars))
+        except Exception as exc:
+            fut.set_exception(exc)
+        return fut
+
+    def _close_pool(self) -> None:
+        pool, self._pool, self._pool_up = self._pool, None, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _drain(self) -> None:
+        """Batches of up to ``batch_bytes`` of records, pipelined: while the writer writes
+        batch N (one transaction per tenant), batch N+1 is read and decoded and prepared (in the
+        prepare worker process when there is one, so that it runs on another core). The spool
+        offset still moves only past batches whose store transaction committed, in order; a
+        failure drops the batch read ahead and retries from the committed offset."""
+        try:
+            ahead: tuple[int, list[Record], Future[Prepared]] | None = None
+            while not self._stop.is_set():
+                offset = self.spool.committed
+                if ahead is not None and ahead[0] == offset:
+                    _, records, prep = ahead
+                else:
+                    records = self.spool.read(offset, self._batch_bytes)
+                    if not records:
+                        self.oldest_pending_ns = None
+                        self._write_status(idle=True)
+                        self._prune()
+                        self.spool.wait(offset, 0.5)
+                        continue
+                    prep = self._start_prepare(records)
+                ahead = None
+                self.oldest_pending_ns = records[0].received_unix_nano
+                try:
+                    futures, spans = process(
+                        records,
+                        writer=self._writer,
+                        joiner=self._joiner,
+                        capture_mode=self._capture_mode,
+                        max_text_chars=self._max_text_chars,
+                        prepared=prep.result(),
+                    )
+                    end = records[-1].end
+                    following = self.spool.read(end, self._batch_bytes)
+                    if following:
+                        ahead = (end, following, self._start_prepare(following))
+                    for fut in futures:
+                        try:
+                            fut.result()
+                        except BadRequestError as exc:  # the store refuses this data: never will
+                            log.error("spooled spans refused by the store, skipped: %s", exc)
+                except Exception as exc:  # store down, queue full: the offset stays, retry
+                    log.warning("spool processing at offset %d failed, retrying: %r", offset, exc)
+                    ahead = None
+                    if isinstance(exc, BrokenProcessPool):  # the worker died: a new one
+                        self._close_pool()
+                    self._stop.wait(RETRY_S)
+                    continue
+                self.spool.commit(end)
+                self.spans_processed += spans
+                if self.on_processed is not None:
+                    self.on_processed(spans)
+                self._write_status(idle=False)
+        finally:
+            self._close_pool()
 
     def _prune(self) -> None:
         """Delete processed segments past their keep time, at most once a minute."""

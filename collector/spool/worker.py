@@ -90,6 +90,7 @@ def run_processor(
             capture_mode=capture.mode,
             max_text_chars=settings.max_text_chars,
             keep_s=settings.spool_keep_s,
+            prepare_workers=settings.spool_prepare_workers,
         )
         for d in directories
     ]

@@ -8,6 +8,7 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -341,3 +342,105 @@ def test_grpc_with_spool_acks_processes_and_refuses_when_full(tmp_path: Path) ->
         assert status.details[0].Unpack(info) and info.retry_delay.seconds == 1
     finally:
         lc.stop()
+
+
+def spawned_children() -> set[str]:
+    """Pids of this process's multiprocessing spawn children (not the resource tracker)."""
+    out = set()
+    for t in Path(f"/proc/{os.getpid()}/task").iterdir():
+        for c in (t / "children").read_text().split():
+            try:
+                if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes():
+                    out.add(c)
+            except OSError:  # exited meanwhile
+                pass
+    return out
+
+
+@pytest.mark.parametrize("workers", [0, 1], ids=["inline", "prepare-worker"])
+def test_processor_batches_pipelined_and_prepared_in_a_worker_store_the_same_rows(
+    tmp_path: Path, workers: int
+) -> None:
+    """Batches written one transaction per tenant while the next is prepared (here, or in a
+    prepare worker process) store every span and call of every tenant exactly once, a record
+    that cannot be decoded is skipped, and the worker process ends with the processor."""
+    db = f"sqlite:///{tmp_path}/d.db"
+    store_engine.upgrade(db)
+    engine = store_engine.make_engine(db)
+    sp = Spool(tmp_path / "sp")
+    for tb in range(1, 13):
+        tenant = "a" if tb % 3 else "b"
+        sp.append(TRACES_PROTOBUF, tenant, pb_request(5, trace_byte=tb), time.time_ns()).result(5)
+        if tb == 6:
+            sp.append(TRACES_PROTOBUF, "a", b"\xff not protobuf", time.time_ns()).result(5)
+    writer = BatchWriter(engine, PriceTable.load(PRICE_FIXTURE))
+    writer.start()
+    proc = SpoolProcessor(
+        sp,
+        writer,
+        joiner=None,
+        capture_mode=lambda _t: "full",
+        batch_bytes=2_000,  # a few records per batch: several batches in the pipeline
+        prepare_workers=workers,
+    )
+    before = spawned_children()
+    proc.start()
+    wait_for(lambda: sp.unprocessed_bytes == 0, timeout_s=60)
+    kids = spawned_children() - before  # the prepare worker
+    assert len(kids) == workers
+    proc.close()
+    writer.close()
+    sp.close()
+    assert proc.spans_processed == 60
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT tenant, count(*), count(DISTINCT trace_id || span_id) FROM llm_calls "
+                "GROUP BY tenant ORDER BY tenant"
+            )
+        ).all()
+        spans = conn.execute(text("SELECT count(*) FROM spans")).scalar_one()
+    engine.dispose()
+    assert [tuple(r) for r in rows] == [("a", 40, 40), ("b", 20, 20)]
+    assert spans == 60
+    for pid in kids:  # the prepare worker (if any) exited with the processor
+        wait_for(
+            lambda pid=pid: (
+                not Path(f"/proc/{pid}").exists()
+                or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+            )
+        )
+
+
+def test_a_refused_record_in_a_batch_loses_only_its_own_spans(tmp_path: Path) -> None:
+    """The records of a batch are written as one job; when the store refuses it, each record
+    is written on its own again: only the refused record's spans are skipped (as when every
+    record was a job) and the offset moves on."""
+    db = f"sqlite:///{tmp_path}/d.db"
+    store_engine.upgrade(db)
+    engine = store_engine.make_engine(db)
+    sp = Spool(tmp_path / "sp")
+    for tb in (1, 2, 3, 4):
+        sp.append(TRACES_PROTOBUF, "t", pb_request(4, trace_byte=tb), time.time_ns()).result(5)
+    bad = f"{3:02x}" * 16
+
+    def refuse_trace_3(conn: Any, _tenant: str, items: list[Any]) -> list[Any]:
+        if any(it.span.trace_id == bad for it in items):  # a NOT NULL violation: IntegrityError
+            conn.exec_driver_sql("INSERT INTO spans (tenant) VALUES (NULL)")
+        return items
+
+    writer = BatchWriter(engine, PriceTable.load(PRICE_FIXTURE))
+    writer.before_write.append(refuse_trace_3)
+    writer.start()
+    proc = SpoolProcessor(sp, writer, joiner=None, capture_mode=lambda _t: "full")
+    proc.start()
+    wait_for(lambda: sp.unprocessed_bytes == 0, timeout_s=30)
+    proc.close()
+    writer.close()
+    sp.close()
+    with engine.connect() as conn:
+        traces = conn.execute(
+            text("SELECT trace_id, count(*) FROM spans GROUP BY trace_id ORDER BY trace_id")
+        ).all()
+    engine.dispose()
+    assert [(t[:2], n) for t, n in traces] == [("01", 4), ("02", 4), ("04", 4)]
