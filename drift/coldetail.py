@@ -98,7 +98,7 @@ def column_detail(
             wd: float | None = result.statistic
         else:
             # = wasserstein_test(...).statistic; the merge from the window's one sort
-            wd = normed_wasserstein_sorted(ref, cur, order=prep.order)
+            wd = normed_wasserstein_sorted(ref, cur, order=prep.order, merged=prep.merged)
         if prep.ref_distinct > MAX_UNBINNED_VALUES:
             # binned_shares' Sturges edges over ref ∪ cur, counted with one searchsorted each
             lo, hi = min(ref[0], cur[0]), max(ref[-1], cur[-1])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -199,6 +200,24 @@ def _test(
     raise ValueError(f"kind must be numerical, categorical or embedding, got {w.kind!r}")
 
 
+def _check_params(min_samples: int, fdr_q: float | None, drift_share: float) -> None:
+    if min_samples < 1:
+        raise ValueError(f"min_samples must be >= 1, got {min_samples!r}")
+    if fdr_q is not None and not 0 < fdr_q < 1:
+        raise ValueError(f"fdr_q must be in (0, 1) or None, got {fdr_q!r}")
+    if not 0 < drift_share <= 1:
+        raise ValueError(f"drift_share must be in (0, 1], got {drift_share!r}")
+
+
+def _check_unique(windows: Sequence[ColumnWindow]) -> None:
+    seen: set[tuple[str, str | None]] = set()
+    for w in windows:
+        key = (w.signal, w.segment)
+        if key in seen:
+            raise ValueError(f"windows contains {key!r} twice")
+        seen.add(key)
+
+
 def column_report(
     windows: Sequence[ColumnWindow],
     *,
@@ -208,7 +227,6 @@ def column_report(
     large_n: int = LARGE_REFERENCE,
     rng: np.random.Generator | None = None,
     rate_lookbacks_s: Sequence[float] = (),
-    _prepared: Mapping[int, Prepared] | None = None,
 ) -> DriftReport:
     """Test every signal × segment and summarise, as :func:`drift.report.drift_report`.
 
@@ -228,22 +246,32 @@ def column_report(
 
     Sources: see :mod:`drift.report` (Evidently selection table, Benjamini & Hochberg 1995).
     """
-    if min_samples < 1:
-        raise ValueError(f"min_samples must be >= 1, got {min_samples!r}")
-    if fdr_q is not None and not 0 < fdr_q < 1:
-        raise ValueError(f"fdr_q must be in (0, 1) or None, got {fdr_q!r}")
-    if not 0 < drift_share <= 1:
-        raise ValueError(f"drift_share must be in (0, 1], got {drift_share!r}")
-    prepared = _prepared or {}
-    seen: set[tuple[str, str | None]] = set()
-    raw: list[tuple[ColumnWindow, DriftResult, int, int]] = []
-    for w in windows:
-        key = (w.signal, w.segment)
-        if key in seen:
-            raise ValueError(f"windows contains {key!r} twice")
-        seen.add(key)
-        raw.append((w, *_test(w, min_samples, large_n, rng, prepared.get(id(w)), rate_lookbacks_s)))
+    _check_params(min_samples, fdr_q, drift_share)
+    _check_unique(windows)
+    raw = [(w, *_test(w, min_samples, large_n, rng, None, rate_lookbacks_s)) for w in windows]
     return assemble_report(raw, fdr_q=fdr_q, drift_share=drift_share)
+
+
+#: numeric values (all numerical windows together) from which :func:`evaluate_columns` tests
+#: the windows on :data:`EVALUATION_THREADS` threads (smaller runs: one thread, no pool)
+PARALLEL_MIN_VALUES = 200_000
+#: threads of a large run's evaluation (numpy's sorts, merges and sums release the GIL)
+EVALUATION_THREADS = 2
+
+
+def _evaluate_one(
+    w: ColumnWindow,
+    min_samples: int,
+    large_n: int,
+    rng: np.random.Generator | None,
+    rate_lookbacks_s: Sequence[float],
+) -> tuple[tuple[DriftResult, int, int], ColumnDetail]:
+    """(test result with null counts, detail) of one window, numbers null-filtered and
+    sorted once for both (the detail reads only the result's method and statistic, which the
+    run's BH step leaves as they are)."""
+    prepared = prepare(w) if w.kind == "numerical" else None
+    tested = _test(w, min_samples, large_n, rng, prepared, rate_lookbacks_s)
+    return tested, column_detail(w, tested[0], prepared)
 
 
 def evaluate_columns(
@@ -258,22 +286,39 @@ def evaluate_columns(
 ) -> tuple[DriftReport, tuple[ColumnDetail, ...]]:
     """:func:`column_report` plus :func:`column_detail` of every window, in input order.
 
-    Each numerical window is null-filtered and sorted once for both. Arguments, return value
-    of the report and errors as :func:`column_report`.
+    Each numerical window is null-filtered and sorted once for both. Windows are independent,
+    so a large run (at least :data:`PARALLEL_MIN_VALUES` numeric values) tests them on
+    :data:`EVALUATION_THREADS` threads; embedding windows, whose tests draw from ``rng``, are
+    tested in input order on the calling thread, so the draws and every result are those of a
+    one-thread run. Arguments, return value of the report and errors (the first malformed
+    window in input order) as :func:`column_report`.
     """
-    prepared = {id(w): prepare(w) for w in windows if w.kind == "numerical"}
-    report = column_report(
-        windows,
-        min_samples=min_samples,
-        fdr_q=fdr_q,
-        drift_share=drift_share,
-        large_n=large_n,
-        rng=rng,
-        rate_lookbacks_s=rate_lookbacks_s,
-        _prepared=prepared,
+    _check_params(min_samples, fdr_q, drift_share)
+    _check_unique(windows)
+    args = (min_samples, large_n, rng, rate_lookbacks_s)
+    n_values = sum(
+        np.size(w.reference) + np.size(w.current)
+        for w in windows
+        if w.kind == "numerical" and w.reference is not None and w.current is not None
     )
-    details = tuple(
-        column_detail(w, r.result, prepared.get(id(w)))
-        for w, r in zip(windows, report.results, strict=True)
+    pool = (
+        ThreadPoolExecutor(EVALUATION_THREADS, thread_name_prefix="drift-eval")
+        if n_values >= PARALLEL_MIN_VALUES and EVALUATION_THREADS > 1
+        else None
     )
-    return report, details
+    try:
+        futures = {
+            i: pool.submit(_evaluate_one, w, *args)
+            for i, w in enumerate(windows)
+            if pool is not None and w.kind != "embedding"
+        }
+        done = [
+            futures[i].result() if i in futures else _evaluate_one(w, *args)
+            for i, w in enumerate(windows)
+        ]
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    raw = [(w, *tested) for w, (tested, _) in zip(windows, done, strict=True)]
+    report = assemble_report(raw, fdr_q=fdr_q, drift_share=drift_share)
+    return report, tuple(detail for _, detail in done)

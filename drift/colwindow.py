@@ -94,7 +94,8 @@ class Prepared:
 
     ``order`` (windows in time order without weights, those of the block rank test): an
     argsort of the non-null reference values then the non-null current ones, in time order,
-    the one sort that gave ``ref`` and ``cur`` and that the test's ranks reuse."""
+    the one sort that gave ``ref`` and ``cur`` and that the test's ranks reuse; ``merged``:
+    those pooled values in that order (ascending: ``ref`` and ``cur`` merged), with ``order``."""
 
     ref: NDArray[np.float64]
     cur: NDArray[np.float64]
@@ -103,13 +104,17 @@ class Prepared:
     ref_distinct: int
     union_distinct: int
     order: NDArray[np.intp] | None = None
+    merged: NDArray[np.float64] | None = None
 
 
 def _one_sort(
     w: ColumnWindow,
-) -> tuple[NDArray[np.float64], int, NDArray[np.float64], int, NDArray[np.intp]]:
+) -> tuple[
+    NDArray[np.float64], int, NDArray[np.float64], int, NDArray[np.intp], NDArray[np.float64]
+]:
     """:func:`numbers` of both windows from one argsort of their non-null values in time
-    order (the same sorted values: a sort's values do not depend on how ties are ordered)."""
+    order (the same sorted values: a sort's values do not depend on how ties are ordered),
+    plus that argsort and the pooled values in its order."""
     arrays = []
     for values, name in ((w.reference, "reference"), (w.current, "current")):
         if values is None:
@@ -122,24 +127,27 @@ def _one_sort(
     pooled = np.concatenate([r_kept, c_kept])
     order = np.argsort(pooled)
     in_ref = order < r_kept.size
-    ref, cur = pooled[order[in_ref]], pooled[order[~in_ref]]
+    merged = pooled[order]  # one gather; each window's values are a mask of it
+    ref, cur = merged[in_ref], merged[~in_ref]
     for name, kept in (("reference", ref), ("current", cur)):
         if kept.size and not (np.isfinite(kept[0]) and np.isfinite(kept[-1])):
             raise ValueError(f"{name} must hold finite numbers or NaN (null)")
-    return ref, int(r_all.size - ref.size), cur, int(c_all.size - cur.size), order
+    return ref, int(r_all.size - ref.size), cur, int(c_all.size - cur.size), order, merged
 
 
 def prepare(w: ColumnWindow) -> Prepared:
-    order = None
+    order = merged = None
     if w.ordered and w.reference_weights is None and w.method is None:
-        ref, ref_nulls, cur, cur_nulls, order = _one_sort(w)
+        ref, ref_nulls, cur, cur_nulls, order, merged = _one_sort(w)
     else:
         ref, ref_nulls = numbers(w.reference, "reference")
         cur, cur_nulls = numbers(w.current, "current")
     rd, cd = distinct_sorted(ref), distinct_sorted(cur)
     # exact when small; otherwise a lower bound above every cut-off (5 and 20) that uses it
     union = np.union1d(rd, cd).size if rd.size <= 64 and cd.size <= 64 else rd.size + cd.size
-    return Prepared(ref, cur, ref_nulls, cur_nulls, int(rd.size), int(max(union, rd.size)), order)
+    return Prepared(
+        ref, cur, ref_nulls, cur_nulls, int(rd.size), int(max(union, rd.size)), order, merged
+    )
 
 
 def check_counts(counts: Counts | None, name: str) -> dict[Hashable, int]:

@@ -90,7 +90,10 @@ def wasserstein_test(
 
 
 def wasserstein_sorted(
-    u: NDArray[np.float64], v: NDArray[np.float64], order: NDArray[np.intp] | None = None
+    u: NDArray[np.float64],
+    v: NDArray[np.float64],
+    order: NDArray[np.intp] | None = None,
+    merged: NDArray[np.float64] | None = None,
 ) -> float:
     """``scipy.stats.wasserstein_distance(u, v)`` of two ascending arrays: the same float.
 
@@ -111,6 +114,9 @@ def wasserstein_sorted(
             The merged values are the same sorted values, and the running counts differ only
             inside runs of ties, where the gap is 0: the same float (the sign of a zero
             total aside, which a −0.0 value could flip).
+        merged: with ``order``, ``concatenate([a, b])[order]`` when at hand
+            (:attr:`drift.colwindow.Prepared.merged`, unchecked): the merged values, which
+            are otherwise put together from ``u`` and ``v`` (the same array).
 
     Returns:
         W1 in the values' unit.
@@ -119,15 +125,18 @@ def wasserstein_sorted(
     one-dimensional W1 as the L1 distance of the CDFs).
     """
     if order is None:
-        merged = np.concatenate((u, v))
-        order = np.argsort(merged, kind="stable")
-        values = merged[order]
+        pooled = np.concatenate((u, v))
+        order = np.argsort(pooled, kind="stable")
+        values = pooled[order]
         is_u = order < u.size
     else:
         is_u = order < u.size
-        values = np.empty(u.size + v.size, dtype=np.float64)
-        values[is_u] = u  # the k-th value of a in sorted order is u[k]
-        values[~is_u] = v
+        if merged is not None:
+            values = merged
+        else:
+            values = np.empty(u.size + v.size, dtype=np.float64)
+            values[is_u] = u  # the k-th value of a in sorted order is u[k]
+            values[~is_u] = v
     deltas = np.diff(values)
     from_u = np.cumsum(is_u[:-1])
     u_cdf = from_u / u.size
@@ -147,12 +156,13 @@ def normed_wasserstein_sorted(
     *,
     std_floor: float = WASSERSTEIN_STD_FLOOR,
     order: NDArray[np.intp] | None = None,
+    merged: NDArray[np.float64] | None = None,
 ) -> float:
     """:func:`wasserstein_test`'s statistic of two ascending, finite, non-empty arrays (the
-    same float, through :func:`wasserstein_sorted`, ``order`` as there). Unit: reference
-    standard deviations."""
+    same float, through :func:`wasserstein_sorted`, ``order`` and ``merged`` as there). Unit:
+    reference standard deviations."""
     norm = max(float(np.std(reference)), std_floor)
-    return wasserstein_sorted(reference, current, order) / norm
+    return wasserstein_sorted(reference, current, order, merged) / norm
 
 
 def binned_shares(

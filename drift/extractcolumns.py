@@ -74,7 +74,8 @@ def ordered(
     The rows leave DuckDB unsorted and are put in that order by two stable numpy argsorts
     (start time, then window and segment: :func:`stable_argsort`); the ids are read and
     compared (as DuckDB does: by code point, NULL last) only for rows whose window, segment
-    and start time tie.
+    and start time tie. The rows are gathered column by column (:func:`_take`): a text or
+    boolean column of few distinct values comes back dictionary-encoded (the same values).
     """
     cols = f"win, seg_id, t, {', '.join(names)}"
     row = "_i" if ids is not None else "rowid"
@@ -97,7 +98,46 @@ def ordered(
     tied = (g[1:] == g[:-1]) & (s_[1:] == s_[:-1])
     if tied.any():
         order = _break_ties(con, t.column("_row").to_numpy(), order, tied, ids)
-    return t.drop_columns(["_row"]).take(order)
+    t = t.drop_columns(["_row"])
+    return pa.table([_take(t.column(i), order) for i in range(t.num_columns)], names=t.column_names)
+
+
+#: most distinct values of a text / boolean column that :func:`_take` reorders as codes
+_FEW = 16
+
+
+def _take(col: pa.ChunkedArray, order: NDArray[np.intp]) -> pa.Array:
+    """``col.take(order)`` without the slow part of Arrow's take of a whole table: fixed-width
+    numbers are gathered by numpy (nulls kept as nulls); a text or boolean column of at most
+    :data:`_FEW` distinct values comes back dictionary-encoded, its dictionary in order of first
+    appearance in the result, which is the dictionary (and the codes) that
+    ``pc.dictionary_encode`` gives the taken column (the values, row for row, are the same)."""
+    typ = col.type
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ):
+        arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        if arr.null_count and not pa.types.is_floating(typ):  # integers with nulls: rare here
+            return col.take(order)
+        values = arr.to_numpy(zero_copy_only=False)[order]
+        if arr.null_count == 0:
+            return pa.array(values, type=typ)
+        valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
+        return pa.array(values, type=typ, mask=~valid[order])
+    if not (pa.types.is_string(typ) or pa.types.is_boolean(typ)):
+        return col.take(order)
+    enc = pc.dictionary_encode(col).combine_chunks()
+    k = len(enc.dictionary)
+    if k > _FEW:
+        return col.take(order)
+    codes = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int8)
+    codes = codes[order]
+    first = [int(np.argmax(codes == j)) for j in range(k)]  # every code occurs (a permutation)
+    by_first = np.argsort(np.array(first, dtype=np.int64), kind="stable")
+    lut = np.empty(k + 1, dtype=np.int32)
+    lut[by_first] = np.arange(k, dtype=np.int32)
+    lut[k] = 0  # nulls (code -1 reads lut[-1]); masked below
+    null = codes < 0
+    indices = pa.array(lut[codes], type=pa.int32(), mask=null if null.any() else None)
+    return pa.DictionaryArray.from_arrays(indices, enc.dictionary.take(pa.array(by_first)))
 
 
 def stable_argsort(x: NDArray[np.integer]) -> NDArray[np.intp]:

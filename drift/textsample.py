@@ -117,8 +117,9 @@ def start_sampled_text_columns(
     """Language and embedding columns from samples of DuckDB table ``s``, in two steps: the
     samples are drawn in ``con`` now and the sampled calls' texts are read by ``fetch_texts`` on
     a worker thread (its own connection; ``con`` is not used after this returns), so the caller
-    can build other columns meanwhile; the returned function waits for the texts and returns
-    the columns (and raises what the read raised).
+    can build other columns meanwhile; without embedding signals the languages are identified
+    and the columns built on that thread too. The returned function waits for the columns and
+    returns them (and raises what the read or the identification raised).
 
     Args:
         con: DuckDB connection holding table ``s`` (one row per call with ``seg_id``, ``win``,
@@ -169,7 +170,7 @@ def start_sampled_text_columns(
         for row in counts:
             seg_id, win, *n = row if per_segment else (None, *row)
             nulls[(seg_id, int(win))] = dict(zip(embedded, map(int, n), strict=True))
-    reading: Future[pa.Table] | None = None
+    key_table: pa.Table | None = None
     if missing:
         keys = sorted(
             {
@@ -188,18 +189,31 @@ def start_sampled_text_columns(
                     "span_id": pa.array(sp, pa.string()),
                 }
             )
-            worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drift-texts")
-            reading = worker.submit(fetch_texts, key_table, missing)
-            worker.shutdown(wait=False)  # the thread ends with the read
 
-    def finish() -> list[ColumnWindow]:
+    def read() -> dict[tuple[int, str, str], tuple[str | None, ...]]:
         fetched: dict[tuple[int, str, str], tuple[str | None, ...]] = {}
-        if reading is not None:
-            for r in reading.result().to_pylist():
+        if key_table is not None:
+            for r in fetch_texts(key_table, missing).to_pylist():
                 fetched[(int(r["win"]), r["trace_id"], r["span_id"])] = tuple(r[c] for c in missing)
-        return _finish(sampled, nulls, fetched, present, missing, config, segments, skipped)
+        return fetched
 
-    return finish
+    def build() -> list[ColumnWindow]:
+        return _finish(sampled, nulls, read(), present, missing, config, segments, skipped)
+
+    if embedded:  # the embedder runs on the caller's thread, in finish()
+        if key_table is None:
+            return lambda: _finish(sampled, nulls, {}, present, missing, config, segments, skipped)
+        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drift-texts")
+        reading = worker.submit(read)
+        worker.shutdown(wait=False)  # the thread ends with the read
+        return lambda: _finish(
+            sampled, nulls, reading.result(), present, missing, config, segments, skipped
+        )
+    # languages only: the texts are read and identified on the worker thread
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drift-texts")
+    building: Future[list[ColumnWindow]] = worker.submit(build)
+    worker.shutdown(wait=False)  # the thread ends with the columns
+    return building.result
 
 
 def _finish(

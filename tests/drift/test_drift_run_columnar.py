@@ -221,3 +221,43 @@ def test_numeric_bins_and_psi_match_the_core(seed: int) -> None:
     assert np.allclose(np.array(d.histogram["current"]) / cur.size, c_sh)
     assert d.psi == pytest.approx(psi_test(ref, cur, categorical=False).statistic)
     assert d == column_detail(w, report.results[0].result)
+
+
+def test_threaded_evaluation_equals_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # drift.columnar.evaluate_columns tests a large run's windows on threads: the same report
+    # and details, float for float and in input order, as on one thread (and an error of a
+    # malformed window still surfaces)
+    import drift.columnar as columnar
+
+    rng = np.random.default_rng(5)
+    windows = []
+    for seg in range(4):
+        ref = rng.gamma(2.0, 1.0, 3_000)
+        cur = rng.gamma(2.0, 1.0 + 0.03 * seg, 2_000)
+        ref[rng.random(ref.size) < 0.01] = np.nan
+        windows.append(
+            ColumnWindow("x", "numerical", f"s{seg}", reference=ref, current=cur, ordered=True)
+        )
+        rc = (rng.random(3_000) < 0.03).astype(np.int64)
+        cc = (rng.random(2_000) < 0.03 + 0.01 * seg).astype(np.int64)
+        windows.append(
+            ColumnWindow(
+                "r",
+                "categorical",
+                f"s{seg}",
+                reference_counts={False: int((rc == 0).sum()), True: int((rc == 1).sum())},
+                current_counts={False: int((cc == 0).sum()), True: int((cc == 1).sum())},
+                reference_codes=rc,
+                current_codes=cc,
+                categories=(False, True),
+            )
+        )
+    monkeypatch.setattr(columnar, "PARALLEL_MIN_VALUES", 10**12)
+    one = evaluate_columns(windows)
+    monkeypatch.setattr(columnar, "PARALLEL_MIN_VALUES", 1)
+    threaded = evaluate_columns(windows)
+    assert repr(threaded) == repr(one)
+    assert [r.signal for r in threaded[0].results] == [w.signal for w in windows]
+    bad = dataclasses.replace(windows[0], segment="bad", reference=np.array([np.inf, 1.0]))
+    with pytest.raises(ValueError, match="finite"):
+        evaluate_columns([*windows, bad])

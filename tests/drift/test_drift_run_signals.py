@@ -317,3 +317,42 @@ def test_stable_argsort_is_numpys_stable_argsort() -> None:
         group = win * (1 << 32) + seg
         want = np.argsort(group, kind="stable")
         assert np.array_equal(stable_argsort(_group_codes(win, seg)), want)
+
+
+def test_column_gather_equals_arrows_take_and_its_dictionary() -> None:
+    # drift.extractcolumns._take (how ordered() gathers each column): the values of Arrow's
+    # take, nulls kept; few-valued text / boolean columns come dictionary-encoded with the
+    # dictionary and codes that pc.dictionary_encode gives the taken column
+    import pyarrow.compute as pc
+
+    from drift.extractcolumns import _take
+
+    rng = np.random.default_rng(9)
+    n = 4_000
+    words = np.array(["stop", "length", "content_filter", None], dtype=object)
+    many = np.array([f"w{i}" for i in range(40)], dtype=object)
+    floats = rng.gamma(2.0, 1.0, n)
+    cols = [
+        pa.chunked_array(
+            [
+                pa.array(words[rng.integers(0, 4, n // 2)]),
+                pa.array(words[rng.integers(0, 3, n - n // 2)]),
+            ]
+        ),
+        pa.chunked_array([pa.array(many[rng.integers(0, 40, n)])]),
+        pa.chunked_array([pa.array(rng.random(n) < 0.03, mask=rng.random(n) < 0.1)]),
+        pa.chunked_array([pa.array(floats, mask=rng.random(n) < 0.05)]),
+        pa.chunked_array([pa.array(floats)]),
+        pa.chunked_array([pa.array(rng.integers(0, 9, n)), pa.array([1, None, 3])]),
+        pa.chunked_array([pa.array(rng.integers(0, 2, n).astype(np.int8))]),
+        pa.chunked_array([pa.array([], pa.string())]),
+        pa.chunked_array([pa.array([None, None], pa.bool_())]),
+    ]
+    for col in cols:
+        order = rng.permutation(len(col))
+        got, want = _take(col, order), col.take(order)
+        assert got.to_pylist() == want.to_pylist()
+        if pa.types.is_dictionary(got.type):
+            enc = pc.dictionary_encode(want).combine_chunks()
+            assert got.dictionary.to_pylist() == enc.dictionary.to_pylist()
+            assert got.indices.to_pylist() == enc.indices.to_pylist()

@@ -167,6 +167,8 @@ def test_wasserstein_from_sorted_windows_is_scipys_float() -> None:
         pooled = np.concatenate([rng.permutation(ref), rng.permutation(cur)]).astype(np.float64)
         order = np.argsort(pooled)
         assert wasserstein_sorted(r, c, order).hex() == float(want).hex()
+        # and the merged values handed over (drift.colwindow.Prepared.merged): the same float
+        assert wasserstein_sorted(r, c, order, pooled[order]).hex() == float(want).hex()
 
 
 def test_jensen_shannon_matches_scipy_on_sturges_bins(
