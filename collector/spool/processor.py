@@ -107,19 +107,8 @@ _extract_fields: Callable[[Extract], tuple[Any, ...]] = operator.attrgetter(
 )
 
 
-def prepare_traces_compact(
-    records: Sequence[tuple[int, int, bytes, str]], max_text_chars: int
-) -> CompactPrepared:
-    """:func:`prepare_traces` with every item as a :data:`CompactItem`: what the prepare worker
-    returns, rebuilt by :func:`expand` in the processor.
-
-    Slotted dataclasses pickle through Python-level ``__getstate__`` / ``__setstate__`` (a
-    ``fields()`` call and a loop of ``object.__setattr__`` per object, three objects per span);
-    tuples of their fields pickle in C and the processor rebuilds the objects through their
-    generated ``__init__``. Measured on ``benchmarks/ingest.py``'s spans (thread CPU, 4,000
-    spans): worker 30 -> 21 us per span (tuples 5 + pickle 16), processor 35 -> 25 us (unpickle
-    14 + rebuild 11); the same pickle size (~3 KB per span).
-    """
+def compact(prepared: Prepared) -> CompactPrepared:
+    """``prepared`` with every item as a :data:`CompactItem` (:func:`expand` rebuilds it)."""
     return [
         p
         if isinstance(p, str)
@@ -135,8 +124,24 @@ def prepare_traces_compact(
             ],
             p[1],
         )
-        for p in prepare_traces(records, max_text_chars)
+        for p in prepared
     ]
+
+
+def prepare_traces_compact(
+    records: Sequence[tuple[int, int, bytes, str]], max_text_chars: int
+) -> CompactPrepared:
+    """:func:`prepare_traces` in :func:`compact` form: what the prepare worker returns, rebuilt
+    by :func:`expand` in the processor.
+
+    Slotted dataclasses pickle through Python-level ``__getstate__`` / ``__setstate__`` (a
+    ``fields()`` call and a loop of ``object.__setattr__`` per object, three objects per span);
+    tuples of their fields pickle in C and the processor rebuilds the objects through their
+    generated ``__init__``. Measured on ``benchmarks/ingest.py``'s spans (thread CPU, 4,000
+    spans): worker 30 -> 21 us per span (tuples 5 + pickle 16), processor 35 -> 25 us (unpickle
+    14 + rebuild 11); the same pickle size (~3 KB per span).
+    """
+    return compact(prepare_traces(records, max_text_chars))
 
 
 def expand(compact: CompactPrepared) -> Prepared:
