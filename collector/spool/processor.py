@@ -144,7 +144,7 @@ def prepare_traces_compact(
     return compact(prepare_traces(records, max_text_chars))
 
 
-def expand(compact: CompactPrepared) -> Prepared:
+def expand(sent: CompactPrepared) -> Prepared:
     """The :data:`Prepared` that :func:`prepare_traces_compact` returned in compact form (equal
     to :func:`prepare_traces` of the same records)."""
     return [
@@ -157,7 +157,7 @@ def expand(compact: CompactPrepared) -> Prepared:
             ],
             p[1],
         )
-        for p in compact
+        for p in sent
     ]
 
 
