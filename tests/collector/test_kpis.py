@@ -169,3 +169,59 @@ def test_kpis_of_another_process_file_merge_with_the_local_registry(tmp_path: An
         for key, value in want[name].items():
             assert got[name][key] == pytest.approx(value), (name, key)
     assert merged.count(b"# TYPE driftline_tokens_total counter") == 1
+
+
+def _observe_one_by_one(kpis: LLMKpis, recs: list[CallRecord]) -> None:
+    """The per-record reference: ``prometheus_client``'s own ``observe`` / ``inc`` per value."""
+    for r in recs:
+        key = (r.tenant or "unknown", r.model or "unknown", r.variant or "unknown")
+        for hist, v in (
+            (kpis.ttft_seconds, r.ttft_s),
+            (kpis.tpot_seconds, r.tpot_s),
+            (kpis.e2e_seconds, r.e2e_s),
+        ):
+            if v is not None and v >= 0:
+                hist.labels(*key).observe(v)
+        for direction, t in (("input", r.input_tokens), ("output", r.output_tokens)):
+            if t is not None and t >= 0:
+                kpis.tokens.labels(*key, direction).inc(t)
+        if r.cost_usd is not None and r.cost_usd >= 0:
+            kpis.cost_usd.labels(*key).inc(r.cost_usd)
+
+
+def _exposition(registry: CollectorRegistry) -> list[str]:
+    """The text exposition without the ``_created`` timestamps."""
+    return [
+        line for line in generate_latest(registry).decode().splitlines() if "_created" not in line
+    ]
+
+
+def test_batched_observation_equals_observing_each_value() -> None:
+    """Per-series batches give the exposition of one ``observe`` / ``inc`` per value, to the
+    last digit of every sum: edge values (bucket bounds, 0, +Inf, NaN, negatives), nulls,
+    unknown labels, several batches into the same series."""
+    rng = np.random.default_rng(11)
+    recs = records(rng, 3000)
+    edges = [*TTFT_BUCKETS_S, *TPOT_BUCKETS_S, *E2E_BUCKETS_S, 0.0, float("inf"), float("nan")]
+    recs += [
+        replace(
+            BASE,
+            tenant=("default", "t2", "")[i % 3],  # "" is labelled unknown
+            model=(None, "gpt-4o")[i % 2],
+            ttft_s=edges[i % len(edges)],
+            tpot_s=-0.5 if i % 4 == 0 else edges[(i * 7) % len(edges)],
+            e2e_s=edges[(i * 3) % len(edges)],
+            input_tokens=-1 if i % 9 == 0 else i,
+            output_tokens=0,
+            cost_usd=float("nan") if i % 5 == 0 else i * 1.1e-7,
+        )
+        for i in range(400)
+    ]
+    rng.shuffle(recs)
+    batched, reference = CollectorRegistry(), CollectorRegistry()
+    kb, kr = LLMKpis.create(batched), LLMKpis.create(reference)
+    for i in range(0, len(recs), 700):
+        assert kb.observe(recs[i : i + 700]) == len(recs[i : i + 700])
+    _observe_one_by_one(kr, recs)
+    assert _exposition(batched) == _exposition(reference)
+    assert len(_exposition(reference)) > 500
