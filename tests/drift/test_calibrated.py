@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 from scipy.signal import lfilter
 
 from drift.calibrated import (
+    binomtest_pvalue,
     block_layout,
     block_rank_test,
     categorical_rate_test,
@@ -190,3 +192,29 @@ def test_block_rank_test_reuses_a_sort_of_both_windows_with_the_same_result() ->
         assert block_rank_test(ref, cur, order=order) == block_rank_test(ref, cur)
     with pytest.raises(ValueError, match="order"):
         block_rank_test(ref, cur, order=order[:-1])
+
+
+def test_binomtest_pvalue_equals_scipy_binomtest_float_for_float() -> None:
+    """Every alternative, k = 0 / n / at and next to the mode, p near 0 and 1, n up to 1e6."""
+    rng = np.random.default_rng(19)
+    ps = [1e-9, 1e-6, 0.01, 0.25, 1 / 3, 0.5, 0.5000049711178055, 0.9, 1 - 1e-6, 1 - 1e-9]
+    cases = [(k, n, p) for n in (1, 2, 3, 7, 30) for k in range(n + 1) for p in ps]
+    for n in (100, 1_000, 95_136, 10**6):
+        for p in [*ps, float(rng.random())]:
+            mode = int(n * p)
+            ks = {0, n, mode, max(0, mode - 1), min(n, mode + 1), int(rng.integers(0, n + 1))}
+            # near the mode's far-side boundary and a few standard deviations out
+            sd = int(np.sqrt(n * p * (1 - p))) + 1
+            ks |= {min(n, max(0, mode + j * sd)) for j in (-4, -2, 2, 4)}
+            cases += [(k, n, p) for k in sorted(ks)]
+    cases += [(2, 4, 0.5), (500_000, 10**6, 0.5), (3, 10, 0.3)]  # k == p * n: p-value 1
+    for k, n, p in cases:
+        for alt in ("two-sided", "less", "greater"):
+            want = float(stats.binomtest(k, n, p, alternative=alt).pvalue)
+            assert binomtest_pvalue(k, n, p, alt) == want, (k, n, p, alt)
+    for k, n, p in [(0, 5, 0.0), (5, 5, 1.0), (1, 5, 0.0)]:  # p at 0 / 1: scipy itself
+        assert binomtest_pvalue(k, n, p) == float(stats.binomtest(k, n, p).pvalue)
+    with pytest.raises(ValueError):
+        binomtest_pvalue(6, 5, 0.5)
+    with pytest.raises(ValueError):
+        binomtest_pvalue(1, 5, 0.5, "both")  # type: ignore[arg-type]
