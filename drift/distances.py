@@ -15,7 +15,6 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 from scipy.spatial.distance import jensenshannon
 
 from drift.twosample import (
@@ -65,8 +64,9 @@ def wasserstein_test(
     Raises:
         ValueError: non-finite values, wrong shape, or bad parameters.
 
-    Source: scipy.stats.wasserstein_distance; Evidently ``wasserstein_distance_norm.py``
-    (std with ddof=0).
+    Source: scipy.stats.wasserstein_distance (summed in a fixed order,
+    :func:`wasserstein_sorted`: within ~1e-15 relative of scipy's float, and the same float on
+    every machine); Evidently ``wasserstein_distance_norm.py`` (std with ddof=0).
     """
     check_test_params(threshold, min_samples)
     if not std_floor > 0:
@@ -75,7 +75,8 @@ def wasserstein_test(
     if not has_enough(ref.size, cur.size, min_samples):
         return insufficient("wasserstein", "distance", threshold, ref.size, cur.size)
     norm = max(float(np.std(ref)), std_floor)
-    stat = float(stats.wasserstein_distance(ref, cur)) / norm
+    # scipy's W1, summed in a fixed order (see wasserstein_sorted): reproducible across machines
+    stat = wasserstein_sorted(np.sort(ref), np.sort(cur)) / norm
     return DriftResult(
         "wasserstein",
         stat,
@@ -95,15 +96,21 @@ def wasserstein_sorted(
     order: NDArray[np.intp] | None = None,
     merged: NDArray[np.float64] | None = None,
 ) -> float:
-    """``scipy.stats.wasserstein_distance(u, v)`` of two ascending arrays: the same float.
+    """``scipy.stats.wasserstein_distance(u, v)`` of two ascending arrays, summed in a fixed
+    order: the same float on every machine.
 
     scipy (``_cdf_distance``, p = 1) merges both samples, takes the gaps between successive
-    merged values and sums ``|F_u − F_v| · gap`` with ``np.vecdot``, the CDFs counted by
-    ``searchsorted`` after an ``argsort`` of each sample. Here the merge is one stable argsort
+    merged values and sums ``|F_u − F_v| · gap``, the CDFs counted by ``searchsorted`` after
+    an ``argsort`` of each sample. scipy sums with ``np.vecdot`` on numpy 2, which hands
+    vectors over 10,000 values to the BLAS ``ddot``: its float depends on the BLAS thread
+    count (1 thread and 2 threads differ in the last digits), and under load each call waits
+    for a BLAS thread to wake. Here the sum is numpy's pairwise ``np.sum(x * y)`` (what scipy
+    does on numpy 1.x): independent of threads, so a stored effect size is reproducible, and
+    within a few ulps of scipy's (relative error ~1e-15). Here the merge is one stable argsort
     of the two sorted runs (linear: two runs) and the CDFs are running counts of each
     sample's values in merged order. The two agree wherever the next merged value is larger
     (the count then includes every tie); where it is equal the gap is exactly 0 and both
-    terms are 0.0, so the summed vector, and the sum, are identical.
+    terms are 0.0, so the summed vector is identical to scipy's.
 
     Args:
         u, v: shape (n_u,), (n_v,), ascending, finite, non-empty (unchecked: callers pass
@@ -145,9 +152,9 @@ def wasserstein_sorted(
 
 
 def _vecdot(x: NDArray[np.float64], y: NDArray[np.float64]) -> float:
-    """scipy's ``np_vecdot`` (``np.vecdot`` on numpy 2, else ``np.sum(x * y)``)."""
-    vecdot = getattr(np, "vecdot", None)
-    return float(vecdot(x, y) if vecdot is not None else np.sum(x * y))
+    """``x · y`` by numpy's pairwise summation of ``x * y``: no BLAS, so the same float
+    whatever the BLAS thread count (scipy's ``np_vecdot`` on numpy 1.x)."""
+    return float(np.sum(x * y))
 
 
 def normed_wasserstein_sorted(
@@ -159,8 +166,8 @@ def normed_wasserstein_sorted(
     merged: NDArray[np.float64] | None = None,
 ) -> float:
     """:func:`wasserstein_test`'s statistic of two ascending, finite, non-empty arrays (the
-    same float, through :func:`wasserstein_sorted`, ``order`` and ``merged`` as there). Unit:
-    reference standard deviations."""
+    same float: both go through :func:`wasserstein_sorted`; ``order`` and ``merged`` as
+    there). Unit: reference standard deviations."""
     norm = max(float(np.std(reference)), std_floor)
     return wasserstein_sorted(reference, current, order, merged) / norm
 

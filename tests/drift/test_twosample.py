@@ -160,15 +160,42 @@ def test_wasserstein_from_sorted_windows_is_scipys_float() -> None:
     ]
     for ref, cur in pairs:
         r, c = np.sort(ref.astype(np.float64)), np.sort(cur.astype(np.float64))
-        want = stats.wasserstein_distance(r, c)
-        assert wasserstein_sorted(r, c).hex() == float(want).hex()
+        # scipy's float up to its summation (np.vecdot: BLAS, thread-count dependent)
+        assert wasserstein_sorted(r, c) == pytest.approx(stats.wasserstein_distance(r, c), 1e-13)
+        want = _scipy_w1_pairwise(r, c)  # scipy's own steps, summed as np.sum(x * y)
+        assert wasserstein_sorted(r, c).hex() == want.hex()
         assert normed_wasserstein_sorted(r, c) == wasserstein_test(r, c, min_samples=1).statistic
         # the merge read from an (unstable) argsort of the unsorted windows: the same float
         pooled = np.concatenate([rng.permutation(ref), rng.permutation(cur)]).astype(np.float64)
         order = np.argsort(pooled)
-        assert wasserstein_sorted(r, c, order).hex() == float(want).hex()
+        assert wasserstein_sorted(r, c, order).hex() == want.hex()
         # and the merged values handed over (drift.colwindow.Prepared.merged): the same float
-        assert wasserstein_sorted(r, c, order, pooled[order]).hex() == float(want).hex()
+        assert wasserstein_sorted(r, c, order, pooled[order]).hex() == want.hex()
+
+
+def _scipy_w1_pairwise(u: np.ndarray, v: np.ndarray) -> float:
+    """scipy's ``_cdf_distance`` (p = 1) step by step, with numpy 1.x's ``np.sum(x * y)``."""
+    u_sorter, v_sorter = np.argsort(u), np.argsort(v)
+    all_values = np.concatenate((u, v))
+    all_values.sort(kind="mergesort")
+    deltas = np.diff(all_values)
+    u_cdf = u[u_sorter].searchsorted(all_values[:-1], "right") / u.size
+    v_cdf = v[v_sorter].searchsorted(all_values[:-1], "right") / v.size
+    return float(np.sum(np.abs(u_cdf - v_cdf) * deltas))
+
+
+def test_wasserstein_sum_does_not_use_blas_threads() -> None:
+    # a stored effect size must not depend on the machine's BLAS thread count: the sum is
+    # numpy's pairwise reduction, never the threaded ddot (np.vecdot / np.dot over 10k values)
+    from threadpoolctl import threadpool_limits  # scikit-learn's dependency
+
+    rng = np.random.default_rng(5)
+    r, c = np.sort(rng.gamma(2.0, 1.0, 60_000)), np.sort(rng.gamma(2.0, 1.05, 40_000))
+    got = wasserstein_sorted(r, c)
+    assert got.hex() == _scipy_w1_pairwise(r, c).hex()
+    for threads in (1, 2, 4):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            assert wasserstein_sorted(r, c).hex() == got.hex()
 
 
 def test_jensen_shannon_matches_scipy_on_sturges_bins(
