@@ -36,6 +36,7 @@ from drift.report import (
     DriftReport,
     Kind,
     assemble_report,
+    check_report_params,
     run_test,
 )
 from drift.twosample import DEFAULT_DISTANCE_THRESHOLD, DEFAULT_MIN_SAMPLES, DriftResult
@@ -200,15 +201,6 @@ def _test(
     raise ValueError(f"kind must be numerical, categorical or embedding, got {w.kind!r}")
 
 
-def _check_params(min_samples: int, fdr_q: float | None, drift_share: float) -> None:
-    if min_samples < 1:
-        raise ValueError(f"min_samples must be >= 1, got {min_samples!r}")
-    if fdr_q is not None and not 0 < fdr_q < 1:
-        raise ValueError(f"fdr_q must be in (0, 1) or None, got {fdr_q!r}")
-    if not 0 < drift_share <= 1:
-        raise ValueError(f"drift_share must be in (0, 1], got {drift_share!r}")
-
-
 def _check_unique(windows: Sequence[ColumnWindow]) -> None:
     seen: set[tuple[str, str | None]] = set()
     for w in windows:
@@ -246,7 +238,7 @@ def column_report(
 
     Sources: see :mod:`drift.report` (Evidently selection table, Benjamini & Hochberg 1995).
     """
-    _check_params(min_samples, fdr_q, drift_share)
+    check_report_params(min_samples, fdr_q, drift_share)
     _check_unique(windows)
     raw = [(w, *_test(w, min_samples, large_n, rng, None, rate_lookbacks_s)) for w in windows]
     return assemble_report(raw, fdr_q=fdr_q, drift_share=drift_share)
@@ -293,7 +285,7 @@ def evaluate_columns(
     one-thread run. Arguments, return value of the report and errors (the first malformed
     window in input order) as :func:`column_report`.
     """
-    _check_params(min_samples, fdr_q, drift_share)
+    check_report_params(min_samples, fdr_q, drift_share)
     _check_unique(windows)
     args = (min_samples, large_n, rng, rate_lookbacks_s)
     n_values = sum(

@@ -307,12 +307,7 @@ def drift_report(
     Sources: Evidently ``get_dataset_drift`` (share of drifted columns); Benjamini & Hochberg
     (1995) via :func:`drift.multitest.benjamini_hochberg`.
     """
-    if min_samples < 1:
-        raise ValueError(f"min_samples must be >= 1, got {min_samples!r}")
-    if fdr_q is not None and not 0 < fdr_q < 1:
-        raise ValueError(f"fdr_q must be in (0, 1) or None, got {fdr_q!r}")
-    if not 0 < drift_share <= 1:
-        raise ValueError(f"drift_share must be in (0, 1], got {drift_share!r}")
+    check_report_params(min_samples, fdr_q, drift_share)
     seen: set[tuple[str, str | None]] = set()
     raw: list[tuple[SignalWindow, DriftResult, int, int]] = []
     for w in windows:
@@ -381,3 +376,18 @@ def assemble_report(
         dataset_drifted=None if share is None else share >= drift_share,
         fdr_q=fdr_q,
     )
+
+
+def check_report_params(min_samples: int, fdr_q: float | None, drift_share: float) -> None:
+    """Check a report's parameters (:func:`drift_report`, :func:`drift.columnar`'s reports).
+
+    Raises:
+        ValueError: ``min_samples`` < 1, ``fdr_q`` outside (0, 1) and not None, or
+            ``drift_share`` outside (0, 1]; the message names the parameter.
+    """
+    if min_samples < 1:
+        raise ValueError(f"min_samples must be >= 1, got {min_samples!r}")
+    if fdr_q is not None and not 0 < fdr_q < 1:
+        raise ValueError(f"fdr_q must be in (0, 1) or None, got {fdr_q!r}")
+    if not 0 < drift_share <= 1:
+        raise ValueError(f"drift_share must be in (0, 1], got {drift_share!r}")
