@@ -30,7 +30,7 @@ from collector.lake.layout import Lake
 from collector.settings import load_settings
 from collector.store import queries as store_queries
 from collector.store.engine import make_engine
-from dashboard import queries, sqlstats, stats
+from dashboard import queries, sqlstats, stats, summarystats
 
 CACHE_TTL_S = 15
 #: :func:`call_page` looks in this last part of the range first (unix ns: one hour)
@@ -164,15 +164,27 @@ def calls(
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def traffic(
-    database_url: str, tenant: str, since_ns: int, until_ns: int, filters: Filters = ()
+    database_url: str,
+    tenant: str,
+    since_ns: int,
+    until_ns: int,
+    filters: Filters = (),
+    exact: bool = False,
 ) -> tuple[stats.TrafficSummary, pd.DataFrame]:
     """Headline numbers of the window and the per-bucket series (see :mod:`dashboard.stats`),
-    aggregated where the calls lie (:func:`dashboard.sqlstats.traffic`)."""
+    aggregated where the calls lie: from the lake's hourly summaries when they can answer and
+    ``exact`` is false (percentiles within 1 %, the summary's ``quantile_relative_error``:
+    :func:`dashboard.summarystats.traffic`), else from every call
+    (:func:`dashboard.sqlstats.traffic`)."""
     _check_filters(filters)
     bucket = stats.bucket_size_s((until_ns - since_ns) / 1e9, max_buckets=60)
-    return sqlstats.traffic(
-        database_url, lake(database_url), tenant, since_ns, until_ns, dict(filters), bucket
-    )
+    the_lake = lake(database_url)
+    args = (database_url, the_lake, tenant, since_ns, until_ns, dict(filters), bucket)
+    if not exact:
+        got = summarystats.traffic(*args)
+        if got is not None:
+            return got
+    return sqlstats.traffic(*args)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
@@ -211,14 +223,20 @@ def latency_page(
     until_ns: int,
     metric: str,
     fields: tuple[str, ...],
+    exact: bool = False,
 ) -> sqlstats.LatencyPage:
     """The Latency page's percentiles of ``metric`` per bucket by model / variant, its
-    per-model percentiles of ``fields`` and its engine-latency series, from one read of the
-    calls (:func:`dashboard.sqlstats.latency_page`; buckets as :func:`latency_percentiles`)."""
+    per-model percentiles of ``fields`` and its engine-latency series (buckets as
+    :func:`latency_percentiles`): from the lake's hourly summaries when they can answer and
+    ``exact`` is false (within 1 %: :func:`dashboard.summarystats.latency_page`), else from
+    one read of every call (:func:`dashboard.sqlstats.latency_page`)."""
     bucket = stats.bucket_size_s((until_ns - since_ns) / 1e9, max_buckets=48)
-    return sqlstats.latency_page(
-        database_url, lake(database_url), tenant, since_ns, until_ns, bucket, metric, fields
-    )
+    args = (database_url, lake(database_url), tenant, since_ns, until_ns, bucket, metric, fields)
+    if not exact:
+        got = summarystats.latency_page(*args)
+        if got is not None:
+            return got
+    return sqlstats.latency_page(*args)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

@@ -39,13 +39,13 @@ _QS = "[" + ", ".join(repr(float(q)) for q in stats.QUANTILES) + "]"
 _QNAMES = [f"p{round(q * 100)}" for q in stats.QUANTILES]
 
 
-def _step(bucket_s: int) -> int:
+def step_ns(bucket_s: int) -> int:
     if bucket_s < 1:
         raise ValueError("bucket_s must be at least 1")
     return bucket_s * 1_000_000_000
 
 
-def _label_sql(by: Sequence[str]) -> str:
+def label_sql(by: Sequence[str]) -> str:
     """SQL of :func:`dashboard.stats.group_label` (``"?"`` for an unknown value)."""
     if not by:
         return "'all'"
@@ -79,7 +79,7 @@ def traffic(
     Raises:
         ValueError: ``bucket_s`` < 1, an empty range or a bad filter.
     """
-    step = _step(bucket_s)
+    step = step_ns(bucket_s)
     metrics = ", ".join(f"quantile_cont({m}, {_QS}) AS q_{m}" for m in ("ttft_s", "tpot_s"))
     # the window's counts and sums are those of its buckets added up (below); only its
     # quantiles need every value again: computing all aggregates twice (GROUPING SETS) cost
@@ -109,6 +109,16 @@ SELECT * FROM (
         columns=cols,
         filters=filters,
     ).to_pylist()
+    return traffic_result(res, since_ns, until_ns, bucket_s)
+
+
+def traffic_result(
+    res: Sequence[Mapping[str, Any]], since_ns: int, until_ns: int, bucket_s: int
+) -> tuple[stats.TrafficSummary, pd.DataFrame]:
+    """:func:`traffic`'s result from its statement's rows: first the window's row (``q_ttft_s``,
+    ``q_tpot_s`` quantile lists), then one per bucket in order (``bucket_ns``, ``calls``,
+    ``errors``, ``limited``, ``n_tokens`` (> 0 iff some call has a known token count),
+    ``tokens``, ``cost_usd``, ``q_ttft_s``, ``q_tpot_s``, ``unpriced``, ``first_ns``)."""
     whole, buckets = res[0], res[1:]
     n = sum(int(r["calls"]) for r in buckets)
     if n == 0:
@@ -158,7 +168,7 @@ SELECT * FROM (
     return summary, out
 
 
-def _check_metrics(metrics: Sequence[str]) -> list[str]:
+def check_metrics(metrics: Sequence[str]) -> list[str]:
     """``metrics`` in :data:`dashboard.stats.LATENCY_METRICS` order; ValueError otherwise."""
     unknown = [m for m in metrics if m not in stats.LATENCY_METRICS]
     if unknown or not metrics:
@@ -173,7 +183,7 @@ def _percentiles_sql(step: int, by: Sequence[str], metrics: Sequence[str], sourc
         f'count("{m}") AS "n_{m}", quantile_cont("{m}", {_QS}) AS "q_{m}"' for m in metrics
     )
     return (
-        f"SELECT start_unix_nano // {step} * {step} AS bucket_ns, {_label_sql(by)} AS label, "
+        f"SELECT start_unix_nano // {step} * {step} AS bucket_ns, {label_sql(by)} AS label, "
         f"{aggs} FROM {source} GROUP BY ALL"
     )
 
@@ -229,8 +239,8 @@ def percentiles_over_time(
         ValueError: ``bucket_s`` < 1, an empty range, a bad filter, no metric or one not in
             :data:`dashboard.stats.LATENCY_METRICS`.
     """
-    step = _step(bucket_s)
-    metrics = _check_metrics(metrics)
+    step = step_ns(bucket_s)
+    metrics = check_metrics(metrics)
     sql = _percentiles_sql(step, by, metrics, "calls") + " ORDER BY bucket_ns, label"
     res = aggregate.aggregate_calls(
         database_url,
@@ -261,7 +271,7 @@ def cost(
     Raises:
         ValueError: ``bucket_s`` < 1 or an empty range.
     """
-    step = _step(bucket_s)
+    step = step_ns(bucket_s)
     keys = ", ".join(f'coalesce(CAST("{c}" AS VARCHAR), \'?\') AS "k_{c}"' for c in by)
     row_usd = (
         "CASE WHEN cost_usd IS NULL AND gpu_cost_usd IS NULL THEN NULL "
@@ -413,7 +423,7 @@ def engine_latency_over_time(
     Raises:
         ValueError: ``bucket_s`` < 1 or an empty range.
     """
-    step = _step(bucket_s)
+    step = step_ns(bucket_s)
     sql = _engine_sql(step, "calls") + " ORDER BY model NULLS LAST, bucket_ns"
     res = aggregate.aggregate_calls(
         database_url,
@@ -450,6 +460,13 @@ def _by_model_rows(res: list[dict[str, Any]], fields: Sequence[str]) -> list[dic
     return out
 
 
+def check_fields(fields: Sequence[str]) -> None:
+    """ValueError unless ``fields`` are some of :data:`collector.store.callstats.LATENCY_FIELDS`."""
+    bad = [f for f in fields if f not in callstats.LATENCY_FIELDS]
+    if bad or not fields:
+        raise ValueError(f"fields: expected some of {callstats.LATENCY_FIELDS}, got {fields}")
+
+
 @dataclass(frozen=True, slots=True)
 class LatencyPage:
     """What the Latency page charts, from one read of the calls (:func:`latency_page`).
@@ -458,11 +475,13 @@ class LatencyPage:
     (sorted, unknown last) ``model``, ``n_<f>`` and ``<f>_p50`` / ``_p95`` / ``_p99`` (s, None
     without a known value) of each field, the values of those keys in
     :func:`collector.lake.stats.exact_call_stats` rows by model; ``engine``:
-    :func:`engine_latency_over_time`."""
+    :func:`engine_latency_over_time`; ``quantile_relative_error``: 0.0 when every percentile is
+    exact, else their relative error bound (:mod:`dashboard.summarystats`)."""
 
     percentiles: pd.DataFrame
     by_model: list[dict[str, Any]]
     engine: pd.DataFrame
+    quantile_relative_error: float = 0.0
 
 
 def latency_page(
@@ -491,11 +510,9 @@ def latency_page(
             :data:`dashboard.stats.LATENCY_METRICS`, no field or one not in
             :data:`collector.store.callstats.LATENCY_FIELDS`.
     """
-    step = _step(bucket_s)
-    metrics = _check_metrics([metric])
-    bad = [f for f in fields if f not in callstats.LATENCY_FIELDS]
-    if bad or not fields:
-        raise ValueError(f"fields: expected some of {callstats.LATENCY_FIELDS}, got {fields}")
+    step = step_ns(bucket_s)
+    metrics = check_metrics([metric])
+    check_fields(fields)
     engine_fields = [f for _label, f in ENGINE_SERIES]
     columns = list(dict.fromkeys(["start_unix_nano", "model", *by, *metrics, *fields]))
     columns += [f for f in engine_fields if f not in columns]
@@ -515,6 +532,13 @@ SELECT * FROM (
         until_ns=until_ns,
         columns=columns,
     )
+    return latency_result(res, metrics, fields)
+
+
+def latency_result(res: pa.Table, metrics: Sequence[str], fields: Sequence[str]) -> LatencyPage:
+    """:func:`latency_page`'s result from its statement's rows (column ``part``: 0 percentiles
+    over time, 1 engine series, 2 by model; ordered by part, model nulls last, bucket, label)."""
+    engine_fields = [f for _label, f in ENGINE_SERIES]
 
     def part(k: int, names: Sequence[str]) -> pa.Table:
         return res.filter(pc.equal(res.column("part"), k)).select(list(names))

@@ -250,6 +250,8 @@ class TrafficSummary:
     """Headline numbers of a window; None when unknown (no calls or no known values).
 
     Rates per second of the window; fractions in [0, 1]; latencies seconds; USD.
+    ``quantile_relative_error``: 0.0 when the percentiles are exact, else their relative error
+    bound (answered from the lake's hourly summaries: :mod:`dashboard.summarystats`).
     """
 
     calls: int
@@ -261,6 +263,7 @@ class TrafficSummary:
     tokens_per_s: float | None
     cost_usd: float | None
     unpriced_calls: int
+    quantile_relative_error: float = 0.0
 
 
 def _opt(x: float) -> float | None:

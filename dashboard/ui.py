@@ -47,7 +47,9 @@ def fitting_range(span_s: float | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class PageContext:
-    """The filters of one page run: store, tenant, ``[since_ns, until_ns)`` (unix ns), who."""
+    """The filters of one page run: store, tenant, ``[since_ns, until_ns)`` (unix ns), who;
+    ``exact``: the user asked for exact percentiles (every call read) over the ones the lake's
+    hourly summaries answer within 1 % (:mod:`dashboard.summarystats`)."""
 
     settings: DashboardSettings
     database_url: str
@@ -57,6 +59,7 @@ class PageContext:
     until_ns: int
     range_label: str
     principal: Principal
+    exact: bool = False
 
     @property
     def window_s(self) -> float:
@@ -136,6 +139,18 @@ def page_context(title: str, caption: str | None = None) -> PageContext:
             key="flt_range",
         )
         st.session_state["range_choice"] = label
+        # like the range, the choice follows the user across pages
+        exact = st.toggle(
+            "Exact percentiles",
+            value=bool(st.session_state.get("exact_choice", False)),
+            key="flt_exact",
+            help=(
+                "Off: percentiles of sealed hours come from the lake's hourly summaries, within "
+                "1 % of the exact value (counts, rates and cost stay exact). On: every call of "
+                "the range is read (slower over weeks of traffic)."
+            ),
+        )
+        st.session_state["exact_choice"] = exact
         if st.button("Refresh data", key="flt_refresh"):
             st.cache_data.clear()
             data.calls.clear()  # call frames are a resource cache (see there)
@@ -157,6 +172,7 @@ def page_context(title: str, caption: str | None = None) -> PageContext:
         until_ns=until,
         range_label=str(label),
         principal=principal,
+        exact=bool(exact),
     )
 
 

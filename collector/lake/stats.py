@@ -39,6 +39,33 @@ Source = Literal["auto", "raw", "summary"]
 AUTO_MIN_BUCKET_NS = 24 * 3600 * 10**9
 
 
+def summary_and_rest(
+    database_url: str,
+    lake: Lake,
+    tenant: str,
+    since_ns: int | None,
+    until_ns: int | None,
+    flt: Mapping[str, str],
+    columns: Sequence[str],
+    slices: int = FETCH_SLICES,
+) -> tuple[pa.Table | None, pa.Table]:
+    """The tenant's calls in ``[since_ns, until_ns)`` matching ``flt`` (summary-key columns),
+    split in two: the summary rows (:mod:`collector.lake.summary`) of the sealed hours lying
+    entirely inside the range (None when there is none), and ``columns`` of every other call
+    of the range (edge hours cut by the range, hours not sealed yet, from the lake or the
+    store through the query layer; ``since_ns`` None: with the calls of unknown start). Each
+    call is in exactly one part.
+
+    Raises:
+        FileNotFoundError: a sealed hour without a summary file.
+    """
+    sealed = manifest.load(lake, tenant).sealed_in(since_ns, until_ns)
+    summ = query.read_summaries(lake, tenant, sealed, flt) if sealed else None
+    rest = list(query.complement(since_ns, until_ns, sealed))
+    raw = _raw_rest(database_url, lake, tenant, rest, columns, flt, slices)
+    return summ, raw
+
+
 def _summaries(
     database_url: str,
     lake: Lake,
@@ -51,15 +78,16 @@ def _summaries(
     """Summary rows covering ``[since_ns, until_ns)`` of the tenant, filters applied: sealed
     summaries of the hours inside the range, plus the rest read raw (through the query layer:
     sealed hours cut by the range's edges come from the lake) and summarised now."""
-    sealed = manifest.load(lake, tenant).sealed_in(since_ns, until_ns)
-    parts = []
-    if sealed:
-        parts.append(query.read_summaries(lake, tenant, sealed, flt))
-    rest = list(query.complement(since_ns, until_ns, sealed))
-    if rest:
-        cols = summary.RAW_COLUMNS
-        raw = _raw_rest(database_url, lake, tenant, rest, cols, flt, slices)
-        parts.append(summary.summarize(raw))
+    summ, raw = summary_and_rest(
+        database_url, lake, tenant, since_ns, until_ns, flt, summary.RAW_COLUMNS, slices
+    )
+    parts = [] if summ is None else [summ]
+    if raw.num_rows or not parts:
+        con = query.cursor()  # opening a DuckDB database costs more than a small hour
+        try:
+            parts.append(summary.summarize(raw, con))
+        finally:
+            con.close()
     if len(parts) == 1:
         return parts[0]
     return pa.concat_tables([p.cast(parts[0].schema) for p in parts])
@@ -294,4 +322,4 @@ def exact_call_stats(
         con.close()
 
 
-__all__ = ["Source", "call_stats", "exact_call_stats"]
+__all__ = ["Source", "call_stats", "exact_call_stats", "summary_and_rest"]

@@ -149,6 +149,40 @@ def eligible(keys: Sequence[str], bucket_ns: int | None, filter_columns: Sequenc
     return all(c in SUMMARY_KEYS for c in filter_columns)
 
 
+def bin_quantiles_sql(
+    bins: str, groups: Sequence[str], quantiles: Sequence[float] = (0.5, 0.95, 0.99)
+) -> str:
+    """SQL: merged-histogram percentiles. ``bins`` is a relation with the columns ``groups``,
+    ``f`` (a field name), ``b`` (a bin index, :func:`bin_sql`) and ``n`` (values in that bin;
+    one row per group, field and bin). The result has one row per group and field: the
+    ``groups`` columns, ``f``, ``n`` (BIGINT, values counted) and ``q`` (DOUBLE[], one entry
+    per ``quantiles`` value, in order): the type-7 percentile (``quantile_cont``) with each
+    order statistic replaced by its bin's value (:func:`value_sql`), hence within a relative
+    :data:`RELATIVE_ERROR` of the exact percentile of the same values (module docstring). A
+    NULL group value is a group of its own (as ``GROUP BY``).
+
+    Raises:
+        ValueError: a quantile outside ``[0, 1]``, or none.
+    """
+    if not quantiles or any(not 0.0 <= float(p) <= 1.0 for p in quantiles):
+        raise ValueError(f"quantiles: expected values in [0, 1], got {list(quantiles)}")
+    gsel = "".join(f"{g}, " for g in groups)
+    part = f"PARTITION BY {gsel}f"
+    qs = []
+    for p in quantiles:
+        h = f"({float(p)!r} * (total - 1))"
+        lo = f"min(b) FILTER (WHERE cum > floor({h}))"
+        hi = f"min(b) FILTER (WHERE cum > ceil({h}))"
+        frac = f"(any_value({h}) - floor(any_value({h})))"
+        v_lo, v_hi = value_sql(f"({lo})"), value_sql(f"({hi})")
+        qs.append(f"{v_lo} + {frac} * ({v_hi} - {v_lo})")
+    return (
+        f"SELECT {gsel}f, any_value(total)::BIGINT AS n, [{', '.join(qs)}] AS q FROM ("
+        f"SELECT *, sum(n) OVER ({part} ORDER BY b) AS cum, sum(n) OVER ({part}) AS total "
+        f"FROM {bins}) GROUP BY {gsel}f"
+    )
+
+
 def stats_sql(keys: Sequence[str], bucket_ns: int | None) -> str:
     """SQL over the summary relation ``summ`` giving the per-group columns that
     :func:`collector.store.callstats.final_sql` reads from its ``s`` relation."""
@@ -161,24 +195,15 @@ def stats_sql(keys: Sequence[str], bucket_ns: int | None) -> str:
             kx.append(f"{_KEY_COLUMN[k]} AS g_{k}")
     gsel = "".join(f"g_{k}, " for k in keys)
     group = f"GROUP BY {', '.join('g_' + k for k in keys)}" if keys else ""
-    part = f"PARTITION BY {', '.join('g_' + k for k in keys)}, f" if keys else "PARTITION BY f"
     unnests = " UNION ALL ".join(
         f"SELECT {gsel}'{f}' AS f, unnest(h_{f}) AS e FROM base" for f in HIST_FIELDS
     )
-    qs = []
-    for i, p in enumerate((0.5, 0.95, 0.99)):
-        h = f"({p!r} * (total - 1))"
-        lo = f"min(b) FILTER (WHERE cum > floor({h}))"
-        hi = f"min(b) FILTER (WHERE cum > ceil({h}))"
-        frac = f"(any_value({h}) - floor(any_value({h})))"
-        v_lo, v_hi = value_sql(f"({lo})"), value_sql(f"({hi})")
-        qs.append(f"{v_lo} + {frac} * ({v_hi} - {v_lo}) AS q{i}")
     qsel = ",\n      ".join(
-        f"any_value([q0, q1, q2]) FILTER (WHERE f = '{f}') AS q_{f}" for f in LATENCY_FIELDS
+        f"any_value(q) FILTER (WHERE f = '{f}') AS q_{f}" for f in LATENCY_FIELDS
     )
-    qcols = ",\n      ".join(qs)
     on = " AND ".join(f"a.g_{k} IS NOT DISTINCT FROM q.g_{k}" for k in keys) or "TRUE"
     qgroup = f"GROUP BY {', '.join('g_' + k for k in keys)}" if keys else ""
+    perf = bin_quantiles_sql("bins", [f"g_{k}" for k in keys], (0.5, 0.95, 0.99))
     return f"""
   WITH base AS (SELECT {", ".join(kx) + ", " if kx else ""}* FROM summ),
   agg AS (
@@ -204,16 +229,11 @@ def stats_sql(keys: Sequence[str], bucket_ns: int | None) -> str:
   bins AS (
     SELECT {gsel}f, e.key AS b, sum(e.value)::BIGINT AS n FROM ({unnests})
     GROUP BY {gsel}f, e.key),
-  cums AS (
-    SELECT *, sum(n) OVER ({part} ORDER BY b) AS cum, sum(n) OVER ({part}) AS total FROM bins),
-  perf AS (
-    SELECT {gsel}f,
-      {qcols}
-    FROM cums GROUP BY {gsel}f),
+  perf AS ({perf}),
   q AS (
     SELECT {gsel}
       {qsel},
-      any_value(q0) FILTER (WHERE f = 'tps') AS output_tokens_per_s_p50
+      any_value(q[1]) FILTER (WHERE f = 'tps') AS output_tokens_per_s_p50
     FROM perf {qgroup})
   SELECT a.*, {", ".join(f"q.q_{f}" for f in LATENCY_FIELDS)}, q.output_tokens_per_s_p50
   FROM agg a LEFT JOIN q ON {on}"""

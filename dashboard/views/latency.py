@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, ui
+from dashboard import charts, data, summarystats, ui
 
 #: ``call_stats`` fields shown side by side: the caller's view and the engine's
 SIDE_BY_SIDE = {
@@ -46,7 +46,10 @@ page = data.latency_page(
     ctx.until_ns,
     METRICS[label],
     tuple(dict.fromkeys(SIDE_BY_SIDE.values())),
+    exact=ctx.exact,
 )
+if page.quantile_relative_error:
+    st.caption(summarystats.CAPTION)
 pct = page.percentiles
 if pct.empty:
     ui.no_data(label, f"No call reports this latency in the {ctx.range_label}.")
@@ -70,7 +73,7 @@ else:
 
 
 st.subheader("Caller vs engine: TTFT, e2e, queue, inter-token latency")
-overall = page.by_model  # exact: the API's call_stats by model, these fields only
+overall = page.by_model  # the API's call_stats by model, these fields only (see the caption)
 if not overall:
     ui.no_data("calls", f"No call in the {ctx.range_label}.")
 else:

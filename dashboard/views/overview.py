@@ -6,11 +6,13 @@ import datetime as dt
 
 import streamlit as st
 
-from dashboard import data, stats, ui
+from dashboard import data, stats, summarystats, ui
 from dashboard.data_quality import rollouts
 
 ctx = ui.page_context("Overview", "Headline numbers of the selected window; sparklines per bucket.")
-summary, series = data.traffic(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns)
+summary, series = data.traffic(
+    ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns, exact=ctx.exact
+)
 if summary.calls == 0:
     ui.no_data("calls", f"Nothing arrived for tenant `{ctx.tenant}` in the {ctx.range_label}.")
 
@@ -63,10 +65,14 @@ for i, (name, stat, col) in enumerate(
     ]
 ):
     row2[i].metric(name, ui.fmt(stat, "ms"), chart_data=spark(col), border=True)
+if summary.quantile_relative_error:
+    st.caption(summarystats.CAPTION)
 
 today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 today_ns = int(today.timestamp()) * 1_000_000_000
-today_summary, today_series = data.traffic(ctx.database_url, ctx.tenant, today_ns, ctx.until_ns)
+today_summary, today_series = data.traffic(
+    ctx.database_url, ctx.tenant, today_ns, ctx.until_ns, exact=ctx.exact
+)
 alerts = data.alerts(ctx.database_url, ctx.tenant)
 firing = alerts[alerts["status"] == "firing"]
 running = rollouts(ctx.database_url, ctx.tenant)
