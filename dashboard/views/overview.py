@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import data, stats, summarystats, ui
@@ -17,41 +18,41 @@ if summary.calls == 0:
     ui.no_data("calls", f"Nothing arrived for tenant `{ctx.tenant}` in the {ctx.range_label}.")
 
 
-def spark(column: str) -> list[float]:
-    """The bucket series of ``column`` (missing buckets as gaps)."""
+def spark(column: str) -> list[float | None]:
+    """The bucket series of ``column`` (a bucket without a known value: a gap)."""
     if series.empty:
         return []
-    return [float(v) for v in series[column].fillna(0.0).tolist()]
+    return [None if pd.isna(v) else float(v) for v in series[column].tolist()]
 
 
 row1 = st.columns(4)
-row1[0].metric(
+ui.metric_card(
+    row1[0],
     "Requests / s",
     ui.fmt(summary.requests_per_s, ""),
-    chart_data=spark("requests_per_s"),
+    trend=spark("requests_per_s"),
     help=(
         f"{summary.calls} calls in the {ctx.range_label}, per second of the span they were "
         "observed over (first call to now)"
     ),
-    border=True,
 )
-row1[1].metric(
+ui.metric_card(
+    row1[1],
     "Error rate",
     ui.fmt(summary.error_rate, "%"),
-    chart_data=spark("error_rate"),
-    border=True,
+    trend=spark("error_rate"),
 )
-row1[2].metric(
+ui.metric_card(
+    row1[2],
     "429 / rejected rate",
     ui.fmt(summary.rate_limited_rate, "%"),
-    chart_data=spark("rate_limited_rate"),
-    border=True,
+    trend=spark("rate_limited_rate"),
 )
-row1[3].metric(
+ui.metric_card(
+    row1[3],
     "Tokens / s (in + out)",
     ui.fmt(summary.tokens_per_s, ""),
-    chart_data=spark("tokens_per_s"),
-    border=True,
+    trend=spark("tokens_per_s"),
 )
 row2 = st.columns(6)
 for i, (name, stat, col) in enumerate(
@@ -64,7 +65,7 @@ for i, (name, stat, col) in enumerate(
         ("TPOT p99", summary.tpot_s["p99"], "tpot_s_p99"),
     ]
 ):
-    row2[i].metric(name, ui.fmt(stat, "ms"), chart_data=spark(col), border=True)
+    ui.metric_card(row2[i], name, ui.fmt(stat, "ms"), trend=spark(col))
 if summary.quantile_relative_error:
     st.caption(summarystats.CAPTION)
 
@@ -81,31 +82,31 @@ row3 = st.columns(3)
 # the same total as the Cost page (priced + GPU-amortised) over the UTC day
 cost_today, _ = data.cost(ctx.database_url, (ctx.tenant,), today_ns, ctx.until_ns, ("model",))
 total_today = cost_today["total_usd"].sum(min_count=1) if not cost_today.empty else None
-row3[0].metric(
+ui.metric_card(
+    row3[0],
     "Cost today (priced + GPU, UTC day)",
     ui.fmt(total_today, "USD", 4),
-    chart_data=[float(v) for v in today_series["cost_usd"].fillna(0).cumsum()],
+    trend=[float(v) for v in today_series["cost_usd"].fillna(0).cumsum()],
     help=(
         f"as on the Cost page for today; {today_summary.unpriced_calls} calls today have no "
         "list price"
     ),
-    border=True,
 )
-row3[1].metric(
+ui.metric_card(
+    row3[1],
     "Firing alerts",
     len(firing),
-    chart_data=stats.active_counts(
+    trend=stats.active_counts(
         alerts["fired_at"], alerts["resolved_at"], ctx.since_ns, ctx.until_ns
     ),
-    border=True,
 )
-row3[2].metric(
+ui.metric_card(
+    row3[2],
     "Running rollouts",
     "–" if running is None else len(running),
-    chart_data=None
+    trend=None
     if running is None
     else stats.active_counts(running["started"], running["finished"], ctx.since_ns, ctx.until_ns),
-    border=True,
 )
 if len(firing):
     st.subheader("Firing alerts")
