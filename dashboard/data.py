@@ -253,9 +253,13 @@ def cost(
     database_url: str, tenants_: tuple[str, ...], since_ns: int, until_ns: int, by: tuple[str, ...]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Cost breakdown by ``by`` (may include ``tenant``) and the USD per 1k tokens trend,
-    aggregated where the calls lie (:func:`dashboard.sqlstats.cost`)."""
+    aggregated where the calls lie: from the lake's hourly summaries when they can answer
+    (sums: exact, :func:`dashboard.summarystats.cost`), else from every call
+    (:func:`dashboard.sqlstats.cost`)."""
     bucket = stats.bucket_size_s((until_ns - since_ns) / 1e9, max_buckets=48)
-    return sqlstats.cost(database_url, lake(database_url), tenants_, since_ns, until_ns, by, bucket)
+    args = (database_url, lake(database_url), tenants_, since_ns, until_ns, by, bucket)
+    got = summarystats.cost(*args)
+    return got if got is not None else sqlstats.cost(*args)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

@@ -300,6 +300,19 @@ GROUP BY ALL"""
         until_ns=until_ns,
         columns=columns,
     ).to_pandas()
+    return cost_result(fine, by, bucket_s)
+
+
+#: the aggregates of :func:`cost`'s statement per key and bucket (besides ``k_<c>``, ``bucket_ns``)
+COST_AGGREGATES = ("calls", "tokens", "cost_usd", "gpu_cost_usd", "usd", "unpriced_calls")
+
+
+def cost_result(
+    fine: pd.DataFrame, by: Sequence[str], bucket_s: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`cost`'s result from its statement's rows: one per key (``k_<c>`` for ``c`` in
+    ``by``, unknown as ``"?"``) and ``bucket_ns`` with :data:`COST_AGGREGATES` (``usd``: priced
+    plus GPU USD, NULL when neither is known)."""
     if fine.empty:
         empty = pd.DataFrame()
         return stats.cost_breakdown(empty, by), stats.cost_per_1k_over_time(empty, bucket_s, by)

@@ -230,4 +230,70 @@ SELECT * FROM (
     return dataclasses.replace(page, quantile_relative_error=RELATIVE_ERROR)
 
 
-__all__ = ["CAPTION", "RELATIVE_ERROR", "latency_page", "traffic"]
+#: the Cost page's group keys summaries are keyed by (``tenant``: each tenant's own files)
+_COST_KEYS = ("tenant", *summary.SUMMARY_KEYS)
+
+
+def cost(
+    database_url: str,
+    lake: Lake | None,
+    tenants: Sequence[str],
+    since_ns: int,
+    until_ns: int,
+    by: Sequence[str],
+    bucket_s: int,
+) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """:func:`dashboard.sqlstats.cost` of the same arguments answered from summaries: every
+    figure is a count or a sum, so the answer is exact (USD sums up to the order of addition);
+    None when summaries cannot answer (a key they are not keyed by, a bucket that is not a
+    whole number of hours, no lake, no sealed hour inside the range for any tenant).
+
+    Raises:
+        ValueError: ``bucket_s`` < 1.
+    """
+    step = sqlstats.step_ns(bucket_s)
+    if lake is None or step % HOUR_NS != 0 or any(c not in _COST_KEYS for c in by) or not by:
+        return None
+    plain = [c for c in by if c != "tenant"]
+    columns = ["start_unix_nano", *plain, "input_tokens", "output_tokens"]
+    columns += ["cost_usd", "gpu_cost_usd", "is_unpriced"]
+    summs, rests = [], []
+    for tenant in tenants:
+        summ, rest = lake_stats.summary_and_rest(
+            database_url, lake, tenant, since_ns, until_ns, {}, columns
+        )
+        if summ is not None:
+            summs.append(summ.append_column("tenant", pa.array([tenant] * summ.num_rows)))
+        rests.append(rest.append_column("tenant", pa.array([tenant] * rest.num_rows)))
+    if not summs:
+        return None
+    keys = ", ".join(f'coalesce(CAST("{c}" AS VARCHAR), \'?\') AS "k_{c}"' for c in by)
+    key_set = ", ".join(f'"k_{c}"' for c in by)
+    usd = (
+        "CASE WHEN {c} IS NULL AND {g} IS NULL THEN NULL ELSE coalesce({c}, 0) + coalesce({g}, 0) "
+        "END"
+    )
+    sql = f"""
+SELECT {key_set}, bucket_ns, sum(calls)::BIGINT AS calls, sum(tokens)::BIGINT AS tokens,
+  sum(cost_usd) AS cost_usd, sum(gpu_cost_usd) AS gpu_cost_usd, sum(usd) AS usd,
+  sum(unpriced_calls)::BIGINT AS unpriced_calls
+FROM (
+  SELECT {keys}, hour_ns // {step} * {step} AS bucket_ns, count AS calls,
+    coalesce(input_tokens_sum, 0) + coalesce(output_tokens_sum, 0) AS tokens,
+    cost_usd_sum AS cost_usd, gpu_cost_usd_sum AS gpu_cost_usd,
+    {usd.format(c="cost_usd_sum", g="gpu_cost_usd_sum")} AS usd,
+    unpriced_count AS unpriced_calls
+  FROM summ
+  UNION ALL
+  SELECT {keys}, start_unix_nano // {step} * {step}, 1,
+    coalesce(input_tokens, 0) + coalesce(output_tokens, 0), cost_usd, gpu_cost_usd,
+    {usd.format(c="cost_usd", g="gpu_cost_usd")}, is_unpriced
+  FROM rest)
+GROUP BY ALL"""
+    summ_all = pa.concat_tables(summs, promote_options="permissive")
+    rest_all = pa.concat_tables(rests, promote_options="permissive")
+    fine = _run(summ_all, rest_all, sql).to_pandas()
+    return sqlstats.cost_result(fine, by, bucket_s)
+
+
+__all__ = ["CAPTION", "RELATIVE_ERROR", "cost", "latency_page", "traffic"]

@@ -150,3 +150,27 @@ def test_the_dashboard_answers_from_summaries_unless_asked_for_exact(
     exact_page = data.latency_page(url, "default", since, until, "ttft_s", PAGE_FIELDS, exact=True)
     assert exact_page.quantile_relative_error == 0.0
     assert [r["n_e2e_s"] for r in page.by_model] == [r["n_e2e_s"] for r in exact_page.by_model]
+
+
+@pytest.mark.parametrize("k", range(len(SUMMARY_RANGES)))
+@pytest.mark.parametrize("by", [("model", "variant"), ("tenant", "model"), ("service_name",)])
+def test_cost_from_summaries_is_the_exact_cost(
+    store: tuple[str, layout.Lake], k: int, by: tuple[str, ...]
+) -> None:
+    """Every cost figure is a count or a sum: summaries give the exact breakdown and trend
+    (USD to 1e-12 relative: another order of addition)."""
+    url, lake = store
+    since, until, _flt = SUMMARY_RANGES[k]
+    tenants = ("default", "other/team")
+    want = sqlstats.cost(url, lake, tenants, since, until, by, 3600)
+    got = summarystats.cost(url, lake, tenants, since, until, by, 3600)
+    assert got is not None
+    for g, w in zip(got, want, strict=True):
+        pd.testing.assert_frame_equal(
+            g.reset_index(drop=True), w.reset_index(drop=True), check_exact=False, rtol=1e-12
+        )
+    assert not want[0].empty
+    if "tenant" in by and k < 2:  # the other tenant's calls lie in its first three hours
+        assert set(want[0]["tenant"]) == set(tenants)
+    assert summarystats.cost(url, lake, tenants, since, until, ("operation",), 3600) is None
+    assert summarystats.cost(url, lake, tenants, since, until, by, 1800) is None
