@@ -337,4 +337,7 @@ def spool_process(
             os.close(fd)
     if settings.auto_migrate:
         store_engine.upgrade(settings.database_url)
+    from collector.spool.processor import tune_gc as tune_processor_gc
+
+    tune_processor_gc()  # as the supervised processor process (collector.spool.worker.child_main)
     run_processor(settings, dirs, stop.is_set)
