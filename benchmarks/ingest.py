@@ -16,7 +16,9 @@ saturating), ``RESULT ingest_spans_per_s`` (durably stored and queryable: until 
 is in the database), ``RESULT ingest_p99_ms`` (acknowledgement p99 while saturating) and
 ``RESULT ingest_ack_p99_ms`` (acknowledgement p99 of a paced second phase at half the accepted
 rate measured in the first, counted from each request's due time; sent by
-``--paced-processes`` client processes, 4 by default, see :func:`paced_acks`).
+``--paced-processes`` client processes, 4 by default, see :func:`paced_acks`). ``--paced-rate``
+fixes the paced phase's rate in spans/s instead (an A/B of two trees at the same offered load,
+whatever each one's accepted rate).
 """
 
 from __future__ import annotations
@@ -316,6 +318,12 @@ def main() -> None:
     )
     ap.add_argument("--paced-s", type=float, default=10.0, help="length of the paced phase")
     ap.add_argument(
+        "--paced-rate",
+        type=float,
+        default=None,
+        help="offered rate of the paced phase, spans/s (default: half the accepted rate)",
+    )
+    ap.add_argument(
         "--paced-processes",
         type=int,
         default=4,
@@ -323,6 +331,8 @@ def main() -> None:
         "this process, 32 connections)",
     )
     args = ap.parse_args()
+    if args.paced_rate is not None and not args.paced_rate > 0:
+        ap.error("--paced-rate must be > 0 spans/s")
 
     tmp = tempfile.mkdtemp(prefix="driftline-bench-")
     db_url = args.database_url or f"sqlite:///{tmp}/bench.db"
@@ -410,17 +420,19 @@ def main() -> None:
         print(f"RESULT ingest_accepted_spans_per_s={accepted_rate:.0f} spans/s")
         print(f"RESULT ingest_spans_per_s={stored / elapsed:.0f} spans/s")
         print(f"RESULT ingest_p99_ms={np.percentile(latencies, 99) * 1000:.1f} ms")
+        paced_rate = accepted_rate / 2 if args.paced_rate is None else args.paced_rate
+        rate_of = "half the accepted rate" if args.paced_rate is None else "--paced-rate"
         paced, sent = paced_acks(
             url,
             bodies,
-            accepted_rate / 2 / args.spans_per_request,
+            paced_rate / args.spans_per_request,
             args.paced_s,
             processes=args.paced_processes,
             threads=8 if args.paced_processes > 1 else 32,
         )
         print(
-            f"paced phase: {len(paced)} requests at {accepted_rate / 2:.0f} spans/s "
-            f"(half the accepted rate); p50 {np.percentile(paced, 50) * 1000:.1f} ms, "
+            f"paced phase: {len(paced)} requests at {paced_rate:.0f} spans/s "
+            f"({rate_of}); p50 {np.percentile(paced, 50) * 1000:.1f} ms, "
             f"p99 from the send {np.percentile(sent, 99) * 1000:.1f} ms"
         )
         print(f"RESULT ingest_ack_p99_ms={np.percentile(paced, 99) * 1000:.1f} ms")
