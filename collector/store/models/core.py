@@ -43,10 +43,9 @@ class Span(Base):
     llm_role: Mapped[str | None] = mapped_column(String(16))
     received_unix_nano: Mapped[int] = mapped_column(BigInteger)
 
-    __table_args__ = (
-        Index("ix_spans_parent", "tenant", "trace_id", "parent_span_id"),
-        Index("ix_spans_start", "tenant", "start_unix_nano"),
-    )
+    # no index on parent_span_id: no query filters by it (the trace tree is built in Python);
+    # reads by (tenant, trace_id) use the primary key (migration spans_0001)
+    __table_args__ = (Index("ix_spans_start", "tenant", "start_unix_nano"),)
 
 
 class LLMCall(Base):
