@@ -21,8 +21,10 @@ The refusal marker lists live here (the lake is below drift in the layering) and
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+import threading
 from collections.abc import Sequence
 
 import duckdb
@@ -122,8 +124,10 @@ def empty_output_sql(text_column: str) -> str:
     )
 
 
+@functools.cache
 def feature_sql(name: str, text_column: str = "output_text") -> str:
-    """The DuckDB expression of feature ``name`` (one of :data:`FEATURE_COLUMNS`)."""
+    """The DuckDB expression of feature ``name`` (one of :data:`FEATURE_COLUMNS`); built once
+    per argument pair (the marker lists are constants)."""
     return {"refusal": refusal_sql, "empty_output": empty_output_sql}[name](text_column)
 
 
@@ -153,12 +157,37 @@ def compute(table: pa.Table, con: duckdb.DuckDBPyConnection | None = None) -> pa
     return table
 
 
+#: :func:`fresh` answers by file identity (size, modification time, inode / ETag): a sealed
+#: file is replaced by a rename, never written in place, so an unchanged identity is an
+#: unchanged footer; bounded, oldest out
+_FRESH: dict[tuple[object, ...], bool] = {}
+_FRESH_MAX = 65_536
+_FRESH_LOCK = threading.Lock()
+
+
 def fresh(lake: Lake, path: str) -> bool:
     """Whether the sealed file at ``path`` holds the feature columns of the running definitions
-    (one footer read)."""
+    (one footer read; then remembered while the file's identity, one ``stat`` / ``HEAD``, is
+    unchanged).
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+    """
+    ident = query._file_identity(lake, path)
+    if ident is not None:
+        with _FRESH_LOCK:
+            known = _FRESH.get(ident)
+        if known is not None:
+            return known
     with lake.fs.open(path, "rb") as fh:
         meta = pq.read_metadata(fh).metadata or {}
-    return meta.get(METADATA_KEY) == DIGEST
+    ok = meta.get(METADATA_KEY) == DIGEST
+    if ident is not None:
+        with _FRESH_LOCK:
+            if len(_FRESH) >= _FRESH_MAX:
+                del _FRESH[next(iter(_FRESH))]
+            _FRESH[ident] = ok
+    return ok
 
 
 def _schema(names: Sequence[str]) -> pa.Schema:
