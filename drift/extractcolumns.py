@@ -324,8 +324,10 @@ def categorical_columns(
             codes, cats = coded[n]
             rc, cc = codes[r], codes[c]
             k = len(cats)
-            r_counts = np.bincount(rc[rc >= 0], minlength=k)
-            c_counts = np.bincount(cc[cc >= 0], minlength=k)
+            # one pass per window: slot 0 counts the nulls (code -1), slot 1 + i category i
+            r_all = np.bincount(rc + 1, minlength=k + 1)
+            c_all = np.bincount(cc + 1, minlength=k + 1)
+            r_counts, c_counts = r_all[1:], c_all[1:]
             out.append(
                 ColumnWindow(
                     n,
@@ -333,8 +335,8 @@ def categorical_columns(
                     label,
                     reference_counts={cats[i]: int(v) for i, v in enumerate(r_counts) if v},
                     current_counts={cats[i]: int(v) for i, v in enumerate(c_counts) if v},
-                    reference_nulls=int((rc < 0).sum()),
-                    current_nulls=int((cc < 0).sum()),
+                    reference_nulls=int(r_all[0]),
+                    current_nulls=int(c_all[0]),
                     reference_codes=rc,
                     current_codes=cc,
                     categories=cats,
