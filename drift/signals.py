@@ -23,7 +23,7 @@ largest ``max_segments`` of them, plus all traffic.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -111,6 +111,10 @@ class Extraction:
             (``{}`` for all traffic; ``None`` values where the call did not say).
         n_reference_calls, n_current_calls: calls read per window (all segments).
         skipped: signal (or ``"segments"``) → why it was not tested.
+        pending: with ``extract(..., defer_texts=True)``, the sampled text columns (languages,
+            embeddings) still being built: a function that waits for them and returns them
+            (they follow ``columns``; it may add to ``skipped``, and raises what their read or
+            identification raised); None otherwise (``columns`` holds every column).
     """
 
     columns: tuple[ColumnWindow, ...]
@@ -118,6 +122,7 @@ class Extraction:
     n_reference_calls: int
     n_current_calls: int
     skipped: dict[str, str] = field(default_factory=dict)
+    pending: Callable[[], list[ColumnWindow]] | None = None
 
 
 def _segment_label(keys: dict[str, str | None]) -> str:
@@ -132,6 +137,7 @@ def extract(
     *,
     rng: np.random.Generator,
     read: CallReader | None = None,
+    defer_texts: bool = False,
 ) -> Extraction:
     """Read the tenant's calls of both windows and build every configured column.
 
@@ -143,6 +149,8 @@ def extract(
         rng: draws the text samples (languages, embeddings) and the embedding tests' splits.
         read: reads the calls (:mod:`drift.callreaders`; default: the store alone). Feedback
             and judge results are always read from the store.
+        defer_texts: return without waiting for the sampled text columns: they come from
+            :attr:`Extraction.pending` (a caller can test the other columns meanwhile).
 
     Returns:
         :class:`Extraction`. Units: tokens (counts), seconds (latencies), judge score in the
@@ -205,7 +213,9 @@ def extract(
                 skipped["judge_score"] = why
         con.register("judge_arrow", judge if judge is not None else _EMPTY_JUDGE)
         salt = int(rng.integers(0, 2**31)) if texts_read else None
-        return _build(con, calls, windows, config, seg_cols, skipped, salt, fetch_texts)
+        return _build(
+            con, calls, windows, config, seg_cols, skipped, salt, fetch_texts, defer_texts
+        )
     finally:
         con.close()
 
@@ -277,6 +287,7 @@ def _build(
     skipped: dict[str, str],
     salt: int | None,
     fetch_texts: FetchTexts,
+    defer_texts: bool = False,
 ) -> Extraction:
     wanted = set(config.signals)
     have = set(calls.column_names)
@@ -439,7 +450,7 @@ def _build(
         table = ordered(con, list(dict.fromkeys([*nums, *pi, *cats])), ids, s_table)
     columns += numeric_columns(con, nums, segments, table)
     columns += categorical_columns(con, cats, segments, windows.current_start_ns, table)
-    if texts is not None:
+    if texts is not None and not defer_texts:
         columns += texts()
     return Extraction(
         columns=tuple(columns),
@@ -447,4 +458,5 @@ def _build(
         n_reference_calls=int(n_ref),
         n_current_calls=int(n_cur),
         skipped=skipped,
+        pending=texts if defer_texts else None,
     )
