@@ -300,7 +300,7 @@ def _build(
         if n_judge
         else f"CAST({refusal} AS BOOLEAN) AS refusal, "
     )
-    ids = calls.select(["trace_id", "span_id"])
+    ids = calls.select(["trace_id", "span_id", "start_unix_nano"])
     # the text sample's salted hash of each call's ids (``_i`` finds the ids of sampled rows):
     # ``hash(trace_id || ':' || span_id || ':' || salt)``, the string built by one concat
     # (half the work of the chain of ``||``; the same string, NULL when an id is NULL)

@@ -328,7 +328,9 @@ def read_texts(
     """The text ``columns`` (``input_text`` / ``output_text``) of the calls named in ``keys``
     (``win``, ``trace_id``, ``span_id``; :data:`KEYS_SCHEMA`), each call read where
     :func:`read_windows` reads it: a drift run's text sample without reading every text into
-    memory (sealed hours: a DuckDB semi-join inside the Parquet scan).
+    memory (sealed hours: a DuckDB semi-join inside the Parquet scan). ``keys`` may also hold
+    each call's ``start_unix_nano`` (int64, no nulls): a sealed hour's scan then keeps only the
+    calls that started at one of those times before it compares ids.
 
     Returns:
         ``win``, ``trace_id``, ``span_id``, ``columns`` (:func:`texts_schema`): one row per key
@@ -340,7 +342,18 @@ def read_texts(
     cols = list(columns)
     if not cols or any(c not in ("input_text", "output_text") for c in cols):
         raise ValueError(f"columns: input_text / output_text, got {cols}")
-    keys = keys.select(["win", "trace_id", "span_id"]).cast(KEYS_SCHEMA)
+    with_start = (
+        "start_unix_nano" in keys.column_names and keys.column("start_unix_nano").null_count == 0
+    )
+    if with_start:
+        keys = keys.select([*KEYS_SCHEMA.names, "start_unix_nano"]).cast(
+            KEYS_SCHEMA.append(pa.field("start_unix_nano", pa.int64()))
+        )
+    else:
+        keys = keys.select(KEYS_SCHEMA.names).cast(KEYS_SCHEMA)
+    at_start = (
+        " AND start_unix_nano IN (SELECT start_unix_nano FROM _tf_keys)" if with_start else ""
+    )
     schema = texts_schema(cols)
     hours = list(manifest.load(lake, tenant).hours) if lake is not None else []
     parts = []
@@ -356,7 +369,7 @@ def read_texts(
                 lake,
                 paths,
                 sel,
-                where=f"start_unix_nano >= ? AND start_unix_nano < ? AND {cond}",
+                where=f"start_unix_nano >= ? AND start_unix_nano < ?{at_start} AND {cond}",
                 params=[lo, hi],
                 tables={"_tf_keys": mine},
             )
