@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -166,6 +167,14 @@ def test_proportions_votes_and_segments(client: TestClient, vote_on: str) -> Non
     assert fr.current_counts == {"stop": 60, "content_filter": 20}
     tokens = cols[("input_tokens", "model=gpt-4o-mini")]
     assert tokens.reference is not None and tokens.reference.size == 40
+    # with the language sample deferred (as run_drift extracts): the same columns, the text
+    # ones from ``pending``
+    lang = dataclasses.replace(config, signals=(*config.signals, "prompt_language"))
+    whole = extract(url, "default", windows, lang, rng=np.random.default_rng(0))
+    later = extract(url, "default", windows, lang, rng=np.random.default_rng(0), defer_texts=True)
+    assert whole.pending is None and later.pending is not None
+    assert repr((*later.columns, *later.pending())) == repr(whole.columns)
+    assert any(c.signal == "prompt_language" for c in whole.columns)
 
 
 def test_scheduled_job_stores_a_rolling_run(client: TestClient, db_url: str) -> None:
