@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -275,8 +275,15 @@ def evaluate_columns(
     large_n: int = LARGE_REFERENCE,
     rng: np.random.Generator | None = None,
     rate_lookbacks_s: Sequence[float] = (),
+    more: Callable[[], Sequence[ColumnWindow]] | None = None,
 ) -> tuple[DriftReport, tuple[ColumnDetail, ...]]:
     """:func:`column_report` plus :func:`column_detail` of every window, in input order.
+
+    ``more``: windows that follow ``windows``, returned by a function that may still be
+    building them (:attr:`drift.signals.Extraction.pending`): it is called once the windows at
+    hand are queued on the threads, so they are tested while it runs; the result is that of
+    ``evaluate_columns([*windows, *more()])`` (whether threads are used is decided on
+    ``windows`` alone; what ``more`` raises is raised).
 
     Each numerical window is null-filtered and sorted once for both. Windows are independent,
     so a large run (at least :data:`PARALLEL_MIN_VALUES` numeric values) tests them on
@@ -286,6 +293,7 @@ def evaluate_columns(
     window in input order) as :func:`column_report`.
     """
     check_report_params(min_samples, fdr_q, drift_share)
+    windows = list(windows)
     _check_unique(windows)
     args = (min_samples, large_n, rng, rate_lookbacks_s)
     n_values = sum(
@@ -304,6 +312,15 @@ def evaluate_columns(
             for i, w in enumerate(windows)
             if pool is not None and w.kind != "embedding"
         }
+        if more is not None:
+            first = len(windows)
+            windows = [*windows, *more()]
+            _check_unique(windows)
+            futures.update(
+                (i, pool.submit(_evaluate_one, windows[i], *args))
+                for i in range(first, len(windows))
+                if pool is not None and windows[i].kind != "embedding"
+            )
         done = [
             futures[i].result() if i in futures else _evaluate_one(w, *args)
             for i, w in enumerate(windows)

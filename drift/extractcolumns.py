@@ -92,8 +92,7 @@ def ordered(
     seg = t.column("seg_id").to_numpy().astype(np.int64)
     group = win * _KEY + seg
     start = t.column("t").to_numpy()
-    order = stable_argsort(start)
-    order = order[stable_argsort(_group_codes(win, seg)[order])]
+    order = _group_time_order(_group_codes(win, seg), start)
     g, s_ = group[order], start[order]
     tied = (g[1:] == g[:-1]) & (s_[1:] == s_[:-1])
     if tied.any():
@@ -124,11 +123,24 @@ def _take(col: pa.ChunkedArray, order: NDArray[np.intp]) -> pa.Array:
         return pa.array(values, type=typ, mask=~valid[order])
     if not (pa.types.is_string(typ) or pa.types.is_boolean(typ)):
         return col.take(order)
-    enc = pc.dictionary_encode(col).combine_chunks()
-    k = len(enc.dictionary)
-    if k > _FEW:
-        return col.take(order)
-    codes = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int8)
+    if pa.types.is_boolean(typ):  # codes 0 = False, 1 = True without a hash table
+        arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        codes = np.asarray(arr.fill_null(False).to_numpy(zero_copy_only=False), dtype=np.int8)
+        if arr.null_count:
+            valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
+            codes[~valid] = -1
+        present = [v for v in (0, 1) if np.any(codes == v)]
+        if present == [1]:  # True alone is code 0
+            codes = np.where(codes == 1, 0, -1).astype(np.int8)
+        dictionary = pa.array([bool(v) for v in present], pa.bool_())
+        k = len(present)
+    else:
+        enc = pc.dictionary_encode(col).combine_chunks()
+        dictionary = enc.dictionary
+        k = len(enc.dictionary)
+        if k > _FEW:
+            return col.take(order)
+        codes = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int8)
     codes = codes[order]
     first = [int(np.argmax(codes == j)) for j in range(k)]  # every code occurs (a permutation)
     by_first = np.argsort(np.array(first, dtype=np.int64), kind="stable")
@@ -137,15 +149,41 @@ def _take(col: pa.ChunkedArray, order: NDArray[np.intp]) -> pa.Array:
     lut[k] = 0  # nulls (code -1 reads lut[-1]); masked below
     null = codes < 0
     indices = pa.array(lut[codes], type=pa.int32(), mask=null if null.any() else None)
-    return pa.DictionaryArray.from_arrays(indices, enc.dictionary.take(pa.array(by_first)))
+    return pa.DictionaryArray.from_arrays(indices, dictionary.take(pa.array(by_first)))
+
+
+def _group_time_order(codes: NDArray[np.integer], start: NDArray[np.int64]) -> NDArray[np.intp]:
+    """The stable argsort by (``codes``, ``start``), shape (n,): the permutation of a stable
+    sort by ``start`` followed by a stable sort by ``codes`` (equal pairs in row order). One
+    sort of the composite key ``code * span + (start - min)`` when it fits in an int64 (a
+    stable sort by a key that orders the pairs lexicographically is that permutation), else
+    the two sorts."""
+    if start.size == 0:
+        return np.zeros(0, dtype=np.intp)
+    lo, hi = int(start.min()), int(start.max())
+    span = hi - lo + 1
+    n_codes = int(codes.max()) + 1 if codes.size else 1
+    if int(codes.min()) >= 0 and n_codes * span < 2**63:
+        key = codes.astype(np.int64) * span + (start - lo)
+        return stable_argsort(key)
+    order = stable_argsort(start)
+    return order[stable_argsort(codes[order])]
+
+
+#: a key with fewer descents (``x[i+1] < x[i]``) than its size over this is sorted by numpy's
+#: stable sort (timsort: linear on long sorted runs, as a window read in time order gives)
+_FEW_DESCENTS = 16
 
 
 def stable_argsort(x: NDArray[np.integer]) -> NDArray[np.intp]:
     """``np.argsort(x, kind="stable")`` of integers, shape (n,), the same permutation: 16-bit
-    and narrower keys are radix-sorted by numpy; wider ones are sorted by numpy's faster
-    unstable sort, and each run of equal keys is then put back in row order (equal keys in
-    row order is what makes a sort stable, and it fixes the permutation)."""
+    and narrower keys are radix-sorted by numpy, wider ones made of long ascending runs (fewer
+    than n / :data:`_FEW_DESCENTS` descents) timsorted by numpy; other wide ones are sorted by
+    numpy's faster unstable sort, and each run of equal keys is then put back in row order
+    (equal keys in row order is what makes a sort stable, and it fixes the permutation)."""
     if x.dtype.itemsize <= 2:
+        return np.argsort(x, kind="stable")
+    if int(np.count_nonzero(x[1:] < x[:-1])) * _FEW_DESCENTS < x.size:
         return np.argsort(x, kind="stable")
     order = np.argsort(x)
     s = x[order]
@@ -286,8 +324,10 @@ def categorical_columns(
             codes, cats = coded[n]
             rc, cc = codes[r], codes[c]
             k = len(cats)
-            r_counts = np.bincount(rc[rc >= 0], minlength=k)
-            c_counts = np.bincount(cc[cc >= 0], minlength=k)
+            # one pass per window: slot 0 counts the nulls (code -1), slot 1 + i category i
+            r_all = np.bincount(rc + 1, minlength=k + 1)
+            c_all = np.bincount(cc + 1, minlength=k + 1)
+            r_counts, c_counts = r_all[1:], c_all[1:]
             out.append(
                 ColumnWindow(
                     n,
@@ -295,8 +335,8 @@ def categorical_columns(
                     label,
                     reference_counts={cats[i]: int(v) for i, v in enumerate(r_counts) if v},
                     current_counts={cats[i]: int(v) for i, v in enumerate(c_counts) if v},
-                    reference_nulls=int((rc < 0).sum()),
-                    current_nulls=int((cc < 0).sum()),
+                    reference_nulls=int(r_all[0]),
+                    current_nulls=int(c_all[0]),
                     reference_codes=rc,
                     current_codes=cc,
                     categories=cats,

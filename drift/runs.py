@@ -342,13 +342,17 @@ def run_drift(
             },
         )
     try:
-        ex: Extraction = extract(database_url, tenant, windows, config, rng=rng, read=read)
+        # the sampled text columns are still being built while the others are tested
+        ex: Extraction = extract(
+            database_url, tenant, windows, config, rng=rng, read=read, defer_texts=True
+        )
         report, details = evaluate_columns(
             ex.columns,
             min_samples=settings.min_samples,
             fdr_q=settings.fdr_q,
             rng=rng,
             rate_lookbacks_s=rate_lookbacks_s(settings, windows),
+            more=ex.pending,
         )
         rows = [
             _result_row(tenant, run_id, i, r, d, ex.segment_keys.get(r.segment, {}))

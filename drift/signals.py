@@ -23,7 +23,7 @@ largest ``max_segments`` of them, plus all traffic.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collector.lake import query as lake_query
 from collector.lake.textfeatures import FEATURE_COLUMNS, refusal_sql
 from drift.callreaders import CallReader, lake_reader
 from drift.colwindow import ColumnWindow
@@ -111,6 +112,10 @@ class Extraction:
             (``{}`` for all traffic; ``None`` values where the call did not say).
         n_reference_calls, n_current_calls: calls read per window (all segments).
         skipped: signal (or ``"segments"``) → why it was not tested.
+        pending: with ``extract(..., defer_texts=True)``, the sampled text columns (languages,
+            embeddings) still being built: a function that waits for them and returns them
+            (they follow ``columns``; it may add to ``skipped``, and raises what their read or
+            identification raised); None otherwise (``columns`` holds every column).
     """
 
     columns: tuple[ColumnWindow, ...]
@@ -118,6 +123,7 @@ class Extraction:
     n_reference_calls: int
     n_current_calls: int
     skipped: dict[str, str] = field(default_factory=dict)
+    pending: Callable[[], list[ColumnWindow]] | None = None
 
 
 def _segment_label(keys: dict[str, str | None]) -> str:
@@ -132,6 +138,7 @@ def extract(
     *,
     rng: np.random.Generator,
     read: CallReader | None = None,
+    defer_texts: bool = False,
 ) -> Extraction:
     """Read the tenant's calls of both windows and build every configured column.
 
@@ -143,6 +150,8 @@ def extract(
         rng: draws the text samples (languages, embeddings) and the embedding tests' splits.
         read: reads the calls (:mod:`drift.callreaders`; default: the store alone). Feedback
             and judge results are always read from the store.
+        defer_texts: return without waiting for the sampled text columns: they come from
+            :attr:`Extraction.pending` (a caller can test the other columns meanwhile).
 
     Returns:
         :class:`Extraction`. Units: tokens (counts), seconds (latencies), judge score in the
@@ -195,14 +204,8 @@ def extract(
         return read.texts(database_url, tenant, spans, keys, columns)
 
     skipped: dict[str, str] = {}
-    con = duckdb.connect()
+    con = lake_query.cursor()  # a connection to the process's open database (a new one: ~40 ms)
     try:
-        # ``_i``: each call's row in ``calls``; its ids stay there (read only for the few
-        # rows that need them: the text sample's keys, tied start times)
-        con.register(
-            "calls_arrow",
-            calls.append_column("_i", pa.array(np.arange(calls.num_rows, dtype=np.int64))),
-        )
         con.register("votes_arrow", votes_read.result())
         judge = None
         if judge_read is not None:
@@ -211,7 +214,9 @@ def extract(
                 skipped["judge_score"] = why
         con.register("judge_arrow", judge if judge is not None else _EMPTY_JUDGE)
         salt = int(rng.integers(0, 2**31)) if texts_read else None
-        return _build(con, calls, windows, config, seg_cols, skipped, salt, fetch_texts)
+        return _build(
+            con, calls, windows, config, seg_cols, skipped, salt, fetch_texts, defer_texts
+        )
     finally:
         con.close()
 
@@ -227,6 +232,53 @@ _EMPTY_JUDGE = pa.table(
 )
 
 
+def segment_groups(calls: pa.Table, seg_cols: Sequence[str]) -> tuple[pa.Table, np.ndarray]:
+    """The distinct combinations of ``seg_cols`` among ``calls`` and each call's combination.
+
+    Returns ``(groups, row_group)``: ``groups`` has ``seg_cols`` (their values, NULL kept as
+    a value of its own, as ``GROUP BY`` keeps it), ``n`` (int64, calls with that combination)
+    and ``_u`` (int64, the row's own index); ``row_group`` (int64, shape (calls.num_rows,)) is
+    each call's row in ``groups``. The same groups as ``GROUP BY seg_cols`` (values compared
+    byte for byte, as DuckDB compares them), from Arrow dictionary codes.
+    """
+    codes = np.zeros(calls.num_rows, dtype=np.int64)
+    dicts: list[tuple[pa.Array, int]] = []
+    radix = 1
+    for c in seg_cols:
+        enc = pc.dictionary_encode(calls.column(c)).combine_chunks()
+        k = len(enc.dictionary)
+        idx = np.asarray(enc.indices.fill_null(k).to_numpy(zero_copy_only=False), dtype=np.int64)
+        codes = codes * (k + 1) + idx  # null is code k
+        dicts.append((enc.dictionary, k))
+        radix *= k + 1
+    if radix <= 4 * calls.num_rows + 1024:
+        counts = np.bincount(codes, minlength=radix)
+        present = np.flatnonzero(counts)
+        lut = np.zeros(radix, dtype=np.int64)
+        lut[present] = np.arange(present.size, dtype=np.int64)
+        row_group, n = lut[codes], counts[present]
+    else:  # many combinations: sort the codes
+        present, row_group, n = np.unique(codes, return_inverse=True, return_counts=True)
+        row_group = row_group.reshape(-1)
+    cols: dict[str, pa.Array] = {}
+    rest = present.astype(np.int64)
+    for c, (dictionary, k) in reversed(list(zip(seg_cols, dicts, strict=True))):
+        idx = rest % (k + 1)
+        rest = rest // (k + 1)
+        cols[c] = dictionary.take(pa.array(idx, mask=idx == k))
+    table = {c: cols[c] for c in seg_cols}
+    return (
+        pa.table(
+            {
+                **table,
+                "n": pa.array(n.astype(np.int64)),
+                "_u": pa.array(np.arange(present.size, dtype=np.int64)),
+            }
+        ),
+        row_group.astype(np.int64),
+    )
+
+
 def _build(
     con: duckdb.DuckDBPyConnection,
     calls: pa.Table,
@@ -236,6 +288,7 @@ def _build(
     skipped: dict[str, str],
     salt: int | None,
     fetch_texts: FetchTexts,
+    defer_texts: bool = False,
 ) -> Extraction:
     wanted = set(config.signals)
     have = set(calls.column_names)
@@ -248,7 +301,7 @@ def _build(
         if n_judge
         else f"CAST({refusal} AS BOOLEAN) AS refusal, "
     )
-    ids = calls.select(["trace_id", "span_id"])
+    ids = calls.select(["trace_id", "span_id", "start_unix_nano"])
     # the text sample's salted hash of each call's ids (``_i`` finds the ids of sampled rows):
     # ``hash(trace_id || ':' || span_id || ':' || salt)``, the string built by one concat
     # (half the work of the chain of ``||``; the same string, NULL when an id is NULL)
@@ -277,21 +330,47 @@ def _build(
         (False, True): "vs.down",
         (False, False): "NULL::BOOLEAN",
     }[(n_trace > 0, n_span > 0)]
-    con.execute(
-        "CREATE TEMP TABLE seg AS SELECT *, row_number() OVER (ORDER BY n DESC"
-        + "".join(f", {c} NULLS FIRST" for c in seg_cols)
-        + ") - 1 AS seg_id FROM (SELECT "
-        + (", ".join(f"c.{c}" for c in seg_cols) + ", " if seg_cols else "")
-        + "count(*) AS n FROM calls_arrow c"
-        + (" GROUP BY " + ", ".join(f"c.{c}" for c in seg_cols) if seg_cols else "")
-        + ")"
+    # ``_i``: each call's row in ``calls``; its ids stay there (read only for the few
+    # rows that need them: the text sample's keys, tied start times). ``_seg``: each call's
+    # segment (-1 beyond ``max_segments``), from the segments' codes, not a join on their text
+    calls_arrow = calls.append_column("_i", pa.array(np.arange(calls.num_rows, dtype=np.int64)))
+    order_seg = "".join(f", {c} NULLS FIRST" for c in seg_cols)
+    by_codes = bool(seg_cols) and all(
+        pa.types.is_string(calls.schema.field(c).type)
+        or pa.types.is_large_string(calls.schema.field(c).type)
+        for c in seg_cols
     )
-    join_seg = " AND ".join(f"c.{c} IS NOT DISTINCT FROM g.{c}" for c in seg_cols) or "TRUE"
+    if by_codes:
+        groups, row_group = segment_groups(calls, seg_cols)
+        con.register("seg_groups", groups)
+        con.execute(
+            f"CREATE TEMP TABLE seg AS SELECT *, row_number() OVER (ORDER BY n DESC{order_seg}) "
+            "- 1 AS seg_id FROM seg_groups"
+        )
+        got = con.execute("SELECT _u, seg_id FROM seg").fetchnumpy()
+        lut = np.full(groups.num_rows, -1, dtype=np.int64)
+        sid = np.asarray(got["seg_id"], dtype=np.int64)
+        lut[np.asarray(got["_u"], dtype=np.int64)] = np.where(sid < config.max_segments, sid, -1)
+        calls_arrow = calls_arrow.append_column("_seg", pa.array(lut[row_group]))
+        seg_expr, join_seg = "c._seg", ""
+    con.register("calls_arrow", calls_arrow)
+    if not by_codes:  # no segments (one row: all traffic), or segment columns not text
+        con.execute(
+            f"CREATE TEMP TABLE seg AS SELECT *, row_number() OVER (ORDER BY n DESC{order_seg}) "
+            "- 1 AS seg_id FROM (SELECT "
+            + (", ".join(f"c.{c}" for c in seg_cols) + ", " if seg_cols else "")
+            + "count(*) AS n FROM calls_arrow c"
+            + (" GROUP BY " + ", ".join(f"c.{c}" for c in seg_cols) if seg_cols else "")
+            + ")"
+        )
+        seg_expr = f"CASE WHEN g.seg_id < {config.max_segments} THEN g.seg_id ELSE -1 END"
+        join_seg = " JOIN seg g ON " + (
+            " AND ".join(f"c.{c} IS NOT DISTINCT FROM g.{c}" for c in seg_cols) or "TRUE"
+        )
     # ``s`` stays an Arrow table (registered under that name for the samples' SQL): copying
     # the run's calls into a DuckDB table and reading them back out cost more than the joins
     s_table = con.sql(
-        "SELECT c.win, c.start_unix_nano AS t, "
-        f"CASE WHEN g.seg_id < {config.max_segments} THEN g.seg_id ELSE -1 END AS seg_id, "
+        f"SELECT c.win, c.start_unix_nano AS t, {seg_expr} AS seg_id, "
         + "".join(f"CAST(c.{n} AS DOUBLE) AS {n}, " for n in numeric)
         + "c.finish_reason, "
         + judge
@@ -309,7 +388,7 @@ def _build(
         + ", c._i"
         + h
         + "".join(f", c.{t}" for t in ("output_text", "input_text") if t in have)
-        + " FROM calls_arrow c JOIN seg g ON "
+        + " FROM calls_arrow c"
         + join_seg
         # votes on the whole trace and on this span: two equality hash joins, one row each
         + (
@@ -372,7 +451,7 @@ def _build(
         table = ordered(con, list(dict.fromkeys([*nums, *pi, *cats])), ids, s_table)
     columns += numeric_columns(con, nums, segments, table)
     columns += categorical_columns(con, cats, segments, windows.current_start_ns, table)
-    if texts is not None:
+    if texts is not None and not defer_texts:
         columns += texts()
     return Extraction(
         columns=tuple(columns),
@@ -380,4 +459,5 @@ def _build(
         n_reference_calls=int(n_ref),
         n_current_calls=int(n_cur),
         skipped=skipped,
+        pending=texts if defer_texts else None,
     )

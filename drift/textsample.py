@@ -130,7 +130,9 @@ def start_sampled_text_columns(
         config: signals and sample sizes (:class:`drift.signals.ExtractConfig`).
         segments: segment id (``None`` = all traffic) → (label, keys).
         skipped: signal → reason; embedding signals are added here when the model is missing.
-        ids: ``trace_id`` and ``span_id`` of every call (row ``_i`` of ``s``).
+        ids: ``trace_id`` and ``span_id`` of every call (row ``_i`` of ``s``), and optionally
+            its ``start_unix_nano`` (then handed to ``fetch_texts`` with the keys: a sealed
+            hour's scan skips the calls that started at no sampled time).
         fetch_texts: reads the texts of the language sample that ``s`` does not hold (only
             those calls' texts are read).
 
@@ -155,6 +157,8 @@ def start_sampled_text_columns(
     missing = [c for c in cols if c not in in_s]
     sampled: list[tuple[bool, list[tuple[Any, ...]]]] = []
     nulls: Nulls = {}
+    starts: dict[tuple[int, str, str], int | None] = {}
+    with_start = "start_unix_nano" in ids.column_names
     for per_segment in (True, False):
         if not per_segment and None not in segments:
             continue
@@ -163,6 +167,11 @@ def start_sampled_text_columns(
         )
         # the sampled rows' ids, read from ``ids`` for these rows only
         keys = ids.take(pa.array([r[3] for r in got], pa.int64())).to_pylist()
+        if with_start:
+            starts.update(
+                ((int(r[1]), k["trace_id"], k["span_id"]), k["start_unix_nano"])
+                for r, k in zip(got, keys, strict=True)
+            )
         got = [
             (*r[:3], k["trace_id"], k["span_id"], *r[4:]) for r, k in zip(got, keys, strict=True)
         ]
@@ -189,6 +198,9 @@ def start_sampled_text_columns(
                     "span_id": pa.array(sp, pa.string()),
                 }
             )
+            at = [starts.get(k) for k in keys]
+            if with_start and all(s is not None for s in at):
+                key_table = key_table.append_column("start_unix_nano", pa.array(at, pa.int64()))
 
     def read() -> dict[tuple[int, str, str], tuple[str | None, ...]]:
         fetched: dict[tuple[int, str, str], tuple[str | None, ...]] = {}

@@ -21,8 +21,10 @@ The refusal marker lists live here (the lake is below drift in the layering) and
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+import threading
 from collections.abc import Sequence
 
 import duckdb
@@ -122,8 +124,10 @@ def empty_output_sql(text_column: str) -> str:
     )
 
 
+@functools.cache
 def feature_sql(name: str, text_column: str = "output_text") -> str:
-    """The DuckDB expression of feature ``name`` (one of :data:`FEATURE_COLUMNS`)."""
+    """The DuckDB expression of feature ``name`` (one of :data:`FEATURE_COLUMNS`); built once
+    per argument pair (the marker lists are constants)."""
     return {"refusal": refusal_sql, "empty_output": empty_output_sql}[name](text_column)
 
 
@@ -153,12 +157,37 @@ def compute(table: pa.Table, con: duckdb.DuckDBPyConnection | None = None) -> pa
     return table
 
 
+#: :func:`fresh` answers by file identity (size, modification time, inode / ETag): a sealed
+#: file is replaced by a rename, never written in place, so an unchanged identity is an
+#: unchanged footer; bounded, oldest out
+_FRESH: dict[tuple[object, ...], bool] = {}
+_FRESH_MAX = 65_536
+_FRESH_LOCK = threading.Lock()
+
+
 def fresh(lake: Lake, path: str) -> bool:
     """Whether the sealed file at ``path`` holds the feature columns of the running definitions
-    (one footer read)."""
+    (one footer read; then remembered while the file's identity, one ``stat`` / ``HEAD``, is
+    unchanged).
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+    """
+    ident = query._file_identity(lake, path)
+    if ident is not None:
+        with _FRESH_LOCK:
+            known = _FRESH.get(ident)
+        if known is not None:
+            return known
     with lake.fs.open(path, "rb") as fh:
         meta = pq.read_metadata(fh).metadata or {}
-    return meta.get(METADATA_KEY) == DIGEST
+    ok = meta.get(METADATA_KEY) == DIGEST
+    if ident is not None:
+        with _FRESH_LOCK:
+            if len(_FRESH) >= _FRESH_MAX:
+                del _FRESH[next(iter(_FRESH))]
+            _FRESH[ident] = ok
+    return ok
 
 
 def _schema(names: Sequence[str]) -> pa.Schema:
@@ -299,7 +328,9 @@ def read_texts(
     """The text ``columns`` (``input_text`` / ``output_text``) of the calls named in ``keys``
     (``win``, ``trace_id``, ``span_id``; :data:`KEYS_SCHEMA`), each call read where
     :func:`read_windows` reads it: a drift run's text sample without reading every text into
-    memory (sealed hours: a DuckDB semi-join inside the Parquet scan).
+    memory (sealed hours: a DuckDB semi-join inside the Parquet scan). ``keys`` may also hold
+    each call's ``start_unix_nano`` (int64, no nulls): a sealed hour's scan then keeps only the
+    calls that started at one of those times before it compares ids.
 
     Returns:
         ``win``, ``trace_id``, ``span_id``, ``columns`` (:func:`texts_schema`): one row per key
@@ -311,7 +342,18 @@ def read_texts(
     cols = list(columns)
     if not cols or any(c not in ("input_text", "output_text") for c in cols):
         raise ValueError(f"columns: input_text / output_text, got {cols}")
-    keys = keys.select(["win", "trace_id", "span_id"]).cast(KEYS_SCHEMA)
+    with_start = (
+        "start_unix_nano" in keys.column_names and keys.column("start_unix_nano").null_count == 0
+    )
+    if with_start:
+        keys = keys.select([*KEYS_SCHEMA.names, "start_unix_nano"]).cast(
+            KEYS_SCHEMA.append(pa.field("start_unix_nano", pa.int64()))
+        )
+    else:
+        keys = keys.select(KEYS_SCHEMA.names).cast(KEYS_SCHEMA)
+    at_start = (
+        " AND start_unix_nano IN (SELECT start_unix_nano FROM _tf_keys)" if with_start else ""
+    )
     schema = texts_schema(cols)
     hours = list(manifest.load(lake, tenant).hours) if lake is not None else []
     parts = []
@@ -327,7 +369,7 @@ def read_texts(
                 lake,
                 paths,
                 sel,
-                where=f"start_unix_nano >= ? AND start_unix_nano < ? AND {cond}",
+                where=f"start_unix_nano >= ? AND start_unix_nano < ?{at_start} AND {cond}",
                 params=[lo, hi],
                 tables={"_tf_keys": mine},
             )

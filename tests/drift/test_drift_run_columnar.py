@@ -261,3 +261,18 @@ def test_threaded_evaluation_equals_one_thread(monkeypatch: pytest.MonkeyPatch) 
     bad = dataclasses.replace(windows[0], segment="bad", reference=np.array([np.inf, 1.0]))
     with pytest.raises(ValueError, match="finite"):
         evaluate_columns([*windows, bad])
+    # windows that arrive later (``more``: the text columns still being built) are tested
+    # after the ones at hand, with the same report and details as one list; what ``more``
+    # raises is raised, and a duplicate across the two parts is refused
+    for parallel in (1, 10**12):
+        monkeypatch.setattr(columnar, "PARALLEL_MIN_VALUES", parallel)
+        split = evaluate_columns(windows[:5], more=lambda: windows[5:])
+        assert repr(split) == repr(one)
+
+    def failing() -> list[ColumnWindow]:
+        raise RuntimeError("text read failed")
+
+    with pytest.raises(RuntimeError, match="text read failed"):
+        evaluate_columns(windows[:5], more=failing)
+    with pytest.raises(ValueError):
+        evaluate_columns(windows[:5], more=lambda: windows[4:])

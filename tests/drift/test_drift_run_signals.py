@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -166,6 +167,14 @@ def test_proportions_votes_and_segments(client: TestClient, vote_on: str) -> Non
     assert fr.current_counts == {"stop": 60, "content_filter": 20}
     tokens = cols[("input_tokens", "model=gpt-4o-mini")]
     assert tokens.reference is not None and tokens.reference.size == 40
+    # with the language sample deferred (as run_drift extracts): the same columns, the text
+    # ones from ``pending``
+    lang = dataclasses.replace(config, signals=(*config.signals, "prompt_language"))
+    whole = extract(url, "default", windows, lang, rng=np.random.default_rng(0))
+    later = extract(url, "default", windows, lang, rng=np.random.default_rng(0), defer_texts=True)
+    assert whole.pending is None and later.pending is not None
+    assert repr((*later.columns, *later.pending())) == repr(whole.columns)
+    assert any(c.signal == "prompt_language" for c in whole.columns)
 
 
 def test_scheduled_job_stores_a_rolling_run(client: TestClient, db_url: str) -> None:
@@ -356,3 +365,93 @@ def test_column_gather_equals_arrows_take_and_its_dictionary() -> None:
             enc = pc.dictionary_encode(want).combine_chunks()
             assert got.dictionary.to_pylist() == enc.dictionary.to_pylist()
             assert got.indices.to_pylist() == enc.indices.to_pylist()
+
+
+def test_group_time_order_is_the_two_stable_sorts() -> None:
+    # drift.extractcolumns._group_time_order: one sort of a composite key (or the two sorts
+    # when it does not fit in an int64) gives the permutation of a stable sort by start time
+    # then a stable sort by group, for rows in time order, in random order, with ties
+    from drift.extractcolumns import _group_codes, _group_time_order
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n = int(rng.integers(0, 3_000))
+        win = rng.integers(0, 2, n)
+        seg = rng.integers(-1, int(rng.choice([3, 10, 40_000])), n)
+        spread = int(rng.choice([1, 50, 10**12, 2**62]))
+        start = rng.integers(0, spread, n, dtype=np.int64) + (
+            0 if spread == 2**62 else 1_780 * 10**15
+        )
+        if rng.random() < 0.5:
+            start = np.sort(start)  # a window read in time order
+        codes = _group_codes(win, seg)
+        order = np.argsort(start, kind="stable")
+        want = order[np.argsort(codes[order], kind="stable")]
+        assert np.array_equal(_group_time_order(codes, start), want)
+
+
+def test_boolean_gather_with_one_value_present() -> None:
+    # _take's boolean path: the dictionary and codes pc.dictionary_encode gives the taken
+    # column when only True, only False, or neither occurs (nulls or not)
+    import pyarrow.compute as pc
+
+    from drift.extractcolumns import _take
+
+    rng = np.random.default_rng(4)
+    for values in ([True], [False], [True, False], [False, True]):
+        for nulls in (0.0, 0.3, 1.0):
+            n = 500
+            data = np.array(values * n)[:n]
+            col = pa.chunked_array(
+                [pa.array(data[:200], mask=rng.random(200) < nulls), pa.array(data[200:])]
+            )
+            order = rng.permutation(n)
+            got, want = _take(col, order), col.take(order)
+            assert got.to_pylist() == want.to_pylist()
+            enc = pc.dictionary_encode(want).combine_chunks()
+            assert got.dictionary.to_pylist() == enc.dictionary.to_pylist()
+            assert got.indices.to_pylist() == enc.indices.to_pylist()
+
+
+def test_segment_groups_equal_group_by() -> None:
+    # drift.signals.segment_groups: the combinations (NULL a value of its own) and counts of
+    # GROUP BY over the segment columns, and each row's combination
+    from drift.signals import segment_groups
+
+    rng = np.random.default_rng(8)
+    models = np.array(["gpt-4o", "claude", "é", "", None], dtype=object)
+    variants = np.array(["v0", "v1", None], dtype=object)
+    for n in (0, 1, 1_000):
+        calls = pa.table(
+            {
+                "model": pa.chunked_array(
+                    [pa.array(models[rng.integers(0, 5, n // 2)], pa.string()),
+                     pa.array(models[rng.integers(0, 4, n - n // 2)], pa.string())]
+                ),
+                "variant": pa.array(variants[rng.integers(0, 3, n)], pa.string()),
+            }
+        )  # fmt: skip
+        groups, row_group = segment_groups(calls, ["model", "variant"])
+        got = {(r["model"], r["variant"]): r["n"] for r in groups.to_pylist()}
+        want = duckdb.sql(
+            "SELECT model, variant, count(*) AS n FROM calls GROUP BY model, variant"
+        ).fetchall()
+        assert got == {(m, v): c for m, v, c in want}
+        assert groups.column("_u").to_pylist() == list(range(groups.num_rows))
+        keys = list(zip(groups["model"].to_pylist(), groups["variant"].to_pylist(), strict=True))
+        rows = list(zip(calls["model"].to_pylist(), calls["variant"].to_pylist(), strict=True))
+        assert [keys[g] for g in row_group.tolist()] == rows
+    # many combinations (codes sorted rather than counted)
+    many = pa.table(
+        {
+            "model": pa.array([f"m{i % 700}" for i in range(3_000)]),
+            "variant": pa.array([None if i % 7 == 0 else f"v{i % 997}" for i in range(3_000)]),
+        }
+    )
+    groups, row_group = segment_groups(many, ["model", "variant"])
+    want = duckdb.sql("SELECT model, variant, count(*) FROM many GROUP BY ALL").fetchall()
+    got = {(r["model"], r["variant"]): r["n"] for r in groups.to_pylist()}
+    assert got == {(m, v): c for m, v, c in want}
+    keys = list(zip(groups["model"].to_pylist(), groups["variant"].to_pylist(), strict=True))
+    rows = list(zip(many["model"].to_pylist(), many["variant"].to_pylist(), strict=True))
+    assert [keys[g] for g in row_group.tolist()] == rows

@@ -6,6 +6,7 @@ the store alone."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -125,9 +126,13 @@ def test_texts_are_read_for_the_named_calls_only(sealed: tuple[str, layout.Lake]
             every.filter(pc.and_(pc.equal(every["win"], 1), pc.invert(tail))).slice(0, 20),
             every.filter(tail).slice(0, 20),
         ]
-    ).select(["win", "trace_id", "span_id"])
-    for where in (lake, None):
-        got = textfeatures.read_texts(url, where, "default", SPANS, keys, ["output_text"])
+    ).select(["win", "trace_id", "span_id", "start_unix_nano"])
+    # with each call's start time (a sealed hour's scan keeps those start times first) and
+    # without: the same texts
+    for where, named in itertools.product(
+        (lake, None), (keys, keys.drop_columns(["start_unix_nano"]))
+    ):
+        got = textfeatures.read_texts(url, where, "default", SPANS, named, ["output_text"])
         assert got.schema == textfeatures.texts_schema(["output_text"])
         assert got.num_rows == 80
         want = {(r["win"], r["trace_id"], r["span_id"]): r["output_text"] for r in _rows(every)}
