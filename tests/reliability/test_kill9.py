@@ -153,6 +153,13 @@ def test_kill9_under_sdk_exporter_load_stores_acked_spans_exactly_once(tmp_path:
             acked_at_kill.append(load.acked_spans)
             proc = start_collector(db_url, port)
         load.join(timeout_s=150)
+        # the spool is on by default: an acknowledged span is durable in the spool, and stored
+        # once the processor reaches it (on a slow machine the last batches are still queued
+        # when the load ends; a collector stopped before that stores them at its next start)
+        poll(
+            lambda: httpx.get(f"http://127.0.0.1:{port}/healthz").json().get("spool_bytes", 0) == 0,
+            timeout_s=120,
+        )
     finally:
         proc.terminate()
         proc.wait(20)
