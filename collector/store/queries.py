@@ -173,19 +173,27 @@ def get_call(conn: Connection, tenant: str, call_id: str) -> dict[str, Any] | No
     When several calls share a ``call_id`` (an id reused by two layers), the earliest wins.
     """
     t = LLMCall.__table__
-    cond = t.c.call_id == call_id
+    # One indexed lookup per key (ix_llm_calls_call_id, the primary key): an OR of the two
+    # conditions made SQLite scan the tenant's calls (~25 ms at 40,000 calls).
+    conds = [t.c.call_id == call_id]
     if ":" in call_id:
         trace_id, _, span_id = call_id.partition(":")
-        cond = or_(cond, and_(t.c.trace_id == trace_id.lower(), t.c.span_id == span_id.lower()))
-    row = (
-        conn.execute(
-            select(t)
-            .where(t.c.tenant == tenant, cond)
-            .order_by(func.coalesce(t.c.start_unix_nano, 0), t.c.trace_id, t.c.span_id)
-            .limit(1)
+        conds.append(and_(t.c.trace_id == trace_id.lower(), t.c.span_id == span_id.lower()))
+    order = (func.coalesce(t.c.start_unix_nano, 0), t.c.trace_id, t.c.span_id)
+    found = [
+        r
+        for cond in conds
+        if (
+            r := conn.execute(select(t).where(t.c.tenant == tenant, cond).order_by(*order).limit(1))
+            .mappings()
+            .first()
         )
-        .mappings()
-        .first()
+        is not None
+    ]
+    row = min(
+        found,
+        key=lambda r: (r["start_unix_nano"] or 0, r["trace_id"], r["span_id"]),
+        default=None,
     )
     if row is None:
         return None

@@ -1,7 +1,8 @@
 """Call queries: ``queries.list_calls`` pages newest first by (start, trace_id, span_id), calls
 without a start time last, every call exactly once across pages, on SQLite and PostgreSQL; the
 first page of a long range is read off the (tenant, start) index, not sorted; and the SQL
-rejection flag agrees with ``callstats.is_rate_limited``."""
+rejection flag agrees with ``callstats.is_rate_limited``; ``queries.get_call`` finds a call by
+``call_id`` or ``trace_id:span_id`` (the earliest when both name calls) through indexes."""
 
 from __future__ import annotations
 
@@ -111,6 +112,52 @@ def test_first_page_reads_the_start_index_without_a_full_sort(sqlite_url: str) -
         engine.dispose()
     assert "ix_llm_calls_start" in plan, plan
     assert "USE TEMP B-TREE FOR ORDER BY" not in plan, plan  # no sort of every matching row
+
+
+def test_get_call_by_either_key_earliest_wins_through_indexes(db_url: str) -> None:
+    rows = [_row(i, T0 + i * 10**9) for i in range(500)]
+    late, early = dict(zip(NAMES, rows[400], strict=True)), dict(zip(NAMES, rows[3], strict=True))
+    pair = f"{late['trace_id']}:{late['span_id']}"
+    # a later call whose call_id is another call's trace:span, and an earlier one reusing it
+    rows.append(_row(900, T0 + 900 * 10**9, call_id=f"{early['trace_id']}:{early['span_id']}"))
+    rows.append(_row(901, T0 - 10**9, call_id=pair))
+    rows.append(_row(902, T0 - 2 * 10**9, tenant="other", call_id="c-7"))
+    store_engine.upgrade(db_url)
+    engine = store_engine.make_engine(db_url)
+    statements: list[tuple[str, Any]] = []
+
+    def keep(_c: Any, _cur: Any, statement: str, params: Any, *_a: Any) -> None:
+        statements.append((statement, params))
+
+    try:
+        with engine.begin() as conn:
+            bulk.upsert(conn, bulk.CALLS, rows)
+        with engine.connect() as conn:
+            got = queries.get_call(conn, "default", "c-7")
+            assert got is not None and got["span_id"] == f"{7:016x}"  # not the other tenant's
+            assert queries.get_call(conn, "other", "c-8") is None
+            by_pair = queries.get_call(conn, "default", pair.upper())  # ids are matched lowered
+            assert by_pair is not None and by_pair["span_id"] == f"{901:016x}"  # the earliest
+            early_pair = f"{early['trace_id']}:{early['span_id']}"
+            by_early = queries.get_call(conn, "default", early_pair)
+            assert by_early is not None and by_early["span_id"] == early["span_id"]
+            assert queries.get_call(conn, "default", "0:0") is None
+            if engine.dialect.name == "sqlite":
+                event.listen(engine, "before_cursor_execute", keep)
+                queries.get_call(conn, "default", early_pair)
+                event.remove(engine, "before_cursor_execute", keep)
+                lookups = [(q, p) for q, p in statements if "FROM llm_calls" in q]
+                plans = [
+                    " | ".join(
+                        str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + q, p)
+                    )
+                    for q, p in lookups
+                ]
+                assert len(plans) == 2, plans
+                assert "ix_llm_calls_call_id" in plans[0], plans
+                assert "PRIMARY KEY" in plans[1] or "autoindex" in plans[1], plans
+    finally:
+        engine.dispose()
 
 
 def test_sql_rejection_flag_agrees_with_is_rate_limited(db_url: str) -> None:
