@@ -16,7 +16,11 @@ only the tenant list and the range's oldest call, cached 60 s, may still be warm
 ``--repeats`` times, each a fresh page load. The first load is the page's cold render, later
 ones hit the cache. A render is timed from navigation to the last change of the page's text
 once the title is shown and Streamlit stopped running the script (looked at every 50 ms; over
-once unchanged for 1 s: :func:`dashboard.headless.wait_rendered`).
+once unchanged for 1 s: :func:`dashboard.headless.wait_rendered`). Each look is one script in
+one WebDriver round trip reading the DOM's ``innerText`` (``--probe dom``); the earlier look
+(``--probe webdriver``: 3 + one round trip per title and Selenium's visible-text atom, which
+asks every node of the page for its computed style) ran every 50 ms in the renderer whose
+drawing it timed, and on 2 cores took CPU from the render.
 
 Fixed in this version (the earlier one under-measured): it stopped the clock as soon as the
 title was drawn and Streamlit's "running" widget was not (yet) shown, i.e. possibly before the
@@ -50,7 +54,7 @@ from collector.store import bulk
 from collector.store import engine as store_engine
 from dashboard.app import PAGES
 from dashboard.data import CACHE_TTL_S
-from dashboard.headless import browser, serve, wait_rendered
+from dashboard.headless import PROBES, browser, serve, wait_rendered
 
 DAY_NS = 86_400 * 10**9
 
@@ -86,7 +90,9 @@ POLL_S = 0.05
 EXPIRY_S = CACHE_TTL_S + 1
 
 
-def render_times(url: str, port: int, repeats: int) -> tuple[list[float], list[float]]:
+def render_times(
+    url: str, port: int, repeats: int, probe: str = "dom"
+) -> tuple[list[float], list[float]]:
     """(cold, cached) render seconds of every page: one dashboard process; every page opened
     once untimed (its imports, Streamlit's runtime), then per page: wait until the data caches
     expired (:data:`EXPIRY_S`), open it ``repeats`` times."""
@@ -104,7 +110,9 @@ def render_times(url: str, port: int, repeats: int) -> tuple[list[float], list[f
             for r in range(repeats):
                 t0 = time.monotonic()
                 b.get(f"{base}/{path}")
-                end = wait_rendered(b, title, timeout_s=300, settle_s=SETTLE_S, poll_s=POLL_S)
+                end = wait_rendered(
+                    b, title, timeout_s=300, settle_s=SETTLE_S, poll_s=POLL_S, probe=probe
+                )
                 (cold if r == 0 else cached).append(end - t0)
             print(f"{title}: {cold[-1]:.2f} s cold, load {os.getloadavg()[0]:.2f}", file=sys.stderr)
     return cold, cached
@@ -120,6 +128,13 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8599)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-baseline", action="store_true", help="skip the store-only run")
+    ap.add_argument(
+        "--probe",
+        choices=PROBES,
+        default="dom",
+        help="how the page is looked at (dashboard.headless.wait_rendered); 'webdriver' is the "
+        "earlier, heavier look, kept to compare",
+    )
     args = ap.parse_args()
     if not 1 <= args.rows <= 10_000_000:
         raise SystemExit("--rows must be between 1 and 10,000,000")
@@ -129,7 +144,7 @@ def main() -> None:
     )
     for name, enabled in runs:
         os.environ["DRIFTLINE_LAKE_ENABLED"] = enabled  # read by the dashboard process
-        cold, cached = render_times(args.database_url, args.port, args.repeats)
+        cold, cached = render_times(args.database_url, args.port, args.repeats, args.probe)
         print(f"RESULT {name}_p95_s={np.percentile(cold, 95):.2f} s")
         if cached:
             print(f"RESULT {name}_cached_p95_s={np.percentile(cached, 95):.2f} s")

@@ -87,8 +87,45 @@ def browser(window: str = "1400,1000") -> Iterator[Any]:
         b.quit()
 
 
+#: one look at the page in one WebDriver round trip: the h1 titles, whether Streamlit's
+#: "running" widget is shown, and the main area's text (the DOM's own ``innerText``)
+_LOOK_JS = """
+const main = document.querySelector("[data-testid='stMain']");
+return [
+  Array.from(document.querySelectorAll("h1"), (e) => e.innerText.trim()),
+  document.querySelector("[data-testid='stStatusWidget']") !== null,
+  main ? main.innerText : "",
+];
+"""
+
+#: how :func:`wait_rendered` looks at the page
+PROBES = ("dom", "webdriver")
+
+
+def _look(b: Any, probe: str) -> tuple[list[str], bool, str | None]:
+    """(h1 texts, running widget shown, main text or None when re-drawn while read)."""
+    if probe == "dom":
+        h1, running, text = b.execute_script(_LOOK_JS)
+        return list(h1), bool(running), str(text)
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        titles = [e.text for e in b.find_elements(By.CSS_SELECTOR, "h1")]
+        shown = bool(b.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]'))
+        main = b.find_elements(By.CSS_SELECTOR, "[data-testid='stMain']")
+        return titles, shown, main[0].text if main else ""
+    except StaleElementReferenceException:  # re-drawn while read: still changing
+        return [], False, None
+
+
 def wait_rendered(
-    b: Any, title: str, timeout_s: float = 60, settle_s: float = 1.5, poll_s: float = 0.3
+    b: Any,
+    title: str,
+    timeout_s: float = 60,
+    settle_s: float = 1.5,
+    poll_s: float = 0.3,
+    probe: str = "dom",
 ) -> float:
     """Wait for the page title (h1), for Streamlit to stop running the script, and for the
     page's text to stay the same for ``settle_s`` seconds (Streamlit draws progressively and
@@ -96,29 +133,28 @@ def wait_rendered(
     before the rest); a page whose text keeps changing returns at ``timeout_s``. The page is
     looked at every ``poll_s`` seconds.
 
+    ``probe`` is how: ``"dom"`` (default) reads titles, the running widget and the main area's
+    ``innerText`` in one script, one WebDriver round trip; ``"webdriver"`` is the earlier look,
+    3 + (one per h1) round trips and Selenium's visible-text atom over the main area, a script
+    that walks every node and asks for its computed style: on a 2-core machine that look ran in
+    the browser's renderer, the thread drawing the page being timed, every ``poll_s``.
+
     Returns:
         When (``time.monotonic()``) the page's text was last seen changing: the render's end,
         within ``poll_s`` plus the time one look takes.
 
     Raises:
         AssertionError: the title did not render within ``timeout_s`` seconds.
+        ValueError: ``probe`` is not one of :data:`PROBES`.
     """
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
+    if probe not in PROBES:
+        raise ValueError(f"probe must be one of {PROBES}, got {probe!r}")
     deadline = time.monotonic() + timeout_s
     seen_title = False
     last_text: str | None = None
     stable_since = 0.0
-    text: str | None
     while time.monotonic() < deadline:
-        try:
-            h1 = [e.text for e in b.find_elements(By.CSS_SELECTOR, "h1")]
-            running = b.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
-            main = b.find_elements(By.CSS_SELECTOR, "[data-testid='stMain']")
-            text = main[0].text if main else ""
-        except StaleElementReferenceException:  # re-drawn while read: still changing
-            h1, running, text = [], [], None
+        h1, running, text = _look(b, probe)
         if title in h1 and not running:
             seen_title = True
             if text != last_text:
