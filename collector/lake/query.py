@@ -64,10 +64,15 @@ def cursor() -> duckdb.DuckDBPyConnection:
         if _DB is None:
             # the Parquet footers of sealed hours are kept in memory between statements: a
             # month's read opens 720 files, and their metadata is re-parsed by every scan
-            # otherwise (measured on the dashboard's 1M-call lake: a count over 30 days
-            # 0.40 s -> 0.24 s). DuckDB checks each file's modification time before reusing
-            # its cached footer, so a re-sealed hour is read afresh.
-            _DB = duckdb.connect(config={"enable_object_cache": True})
+            # otherwise. DuckDB 2.0 calls this ``parquet_metadata_cache`` (a GLOBAL setting, so
+            # every cursor has it; the older ``enable_object_cache`` is accepted and ignored).
+            # A cached footer is reused only while the file's modification time and identity
+            # are unchanged, so a re-sealed hour (a new file renamed over the old) is read
+            # afresh (tests/collector/lake/test_lake.py).
+            db = duckdb.connect()
+            db.execute("LOAD parquet")
+            db.execute("SET GLOBAL parquet_metadata_cache = true")
+            _DB = db
         return _DB.cursor()
 
 

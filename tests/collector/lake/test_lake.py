@@ -1,5 +1,6 @@
-"""The lake on a real store (SQLite and PostgreSQL): sealing, late re-seal, crash safety,
-retention, and that every read through the query layer equals the store's own answer."""
+"""The lake on a real store (SQLite and PostgreSQL): sealing, late re-seal (read through the
+process's Parquet footer cache), crash safety, retention, and that every read through the query
+layer equals the store's own answer."""
 
 from __future__ import annotations
 
@@ -109,6 +110,30 @@ def test_late_span_reseals_only_its_hour(store: tuple[str, Any]) -> None:
     got = query.fetch_calls(url, lake, "default", columns=["trace_id", "span_id"])
     want = analytics.fetch_calls(url, "default", columns=["trace_id", "span_id"])
     assert by_key(got) == by_key(want)
+
+
+def test_reads_through_the_footer_cache_see_each_reseal(store: tuple[str, Any]) -> None:
+    url, lake = store
+    con = query.cursor()
+    try:  # the process's DuckDB keeps Parquet footers between statements
+        assert con.sql("SELECT current_setting('parquet_metadata_cache')").fetchall() == [(True,)]
+    finally:
+        con.close()
+    seal.seal_pending(url, lake, now_ns=NOW, delay_s=0)
+    cols = ["trace_id", "span_id", "output_tokens"]
+    for i in range(4):  # read (footers cached), re-seal the hour within the same second, read
+        got = query.fetch_calls(url, lake, "default", columns=cols)
+        assert by_key(got) == by_key(analytics.fetch_calls(url, "default", columns=cols))
+        late = calldata.rows(
+            np.random.default_rng(20 + i), 3 + 40 * i, first_id=60_000 + 1000 * i,
+            start_ns=T0 + HOUR, span_ns=HOUR,
+        )  # fmt: skip
+        calldata.load(url, late)
+        assert seal.seal_pending(url, lake, now_ns=NOW, delay_s=0).sealed == [
+            ("default", T0 + HOUR)
+        ]
+    got = query.fetch_calls(url, lake, "default", columns=cols)
+    assert by_key(got) == by_key(analytics.fetch_calls(url, "default", columns=cols))
 
 
 def test_crash_mid_seal_leaves_no_visible_half_file(store: tuple[str, Any]) -> None:
