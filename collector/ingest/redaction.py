@@ -43,7 +43,7 @@ from enum import StrEnum
 
 import phonenumbers
 
-from collector.ingest.redaction_gates import gates, has_digit
+from collector.ingest.redaction_gates import gates, phone_possible
 
 __all__ = [
     "PLACEHOLDERS",
@@ -350,7 +350,7 @@ def _redact(text: str, phone_region: str | None) -> tuple[str, list[int]]:
         if gate:  # cheap literal pre-checks skip patterns that cannot match (measured 10x)
             text, n = _sub(pattern, text, keep)
             counts[slot] += n
-    if has_digit(text):
+    if phone_possible(text):  # fewer digits than any valid number: no phone to find
         text, n = _phones(text, phone_region)
         counts[_PHONE] += n
     return text, counts

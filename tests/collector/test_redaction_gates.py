@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 
+import phonenumbers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from phonenumbers import PhoneMetadata
 
 from collector.ingest import redaction as r
 from collector.ingest import redaction_gates as g
@@ -81,6 +83,84 @@ def test_gates_equal_their_definitions(text: str) -> None:
     assert g.key_value_possible(low) == key_value_possible_reference(low)
     assert g.secret_possible(text) == any(m in text for m in g.SECRET_MARKERS)
     assert g.has_digit(text) == any(ch in "0123456789" for ch in text)
+    digits = sum(ch in "0123456789" for ch in text)
+    assert g.phone_possible(text) == (digits >= g.MIN_PHONE_DIGITS)
+
+
+def test_min_phone_digits_is_the_shortest_national_number_in_the_metadata() -> None:
+    """The phone gate's bound is libphonenumber's own: the shortest possible national number
+    of any region or non-geographic entity in the installed metadata."""
+    shortest = min(
+        min(md.general_desc.possible_length)
+        for md in [
+            *(PhoneMetadata.metadata_for_region(r) for r in phonenumbers.SUPPORTED_REGIONS),
+            *(
+                PhoneMetadata.metadata_for_nongeo_region(c)
+                for c in phonenumbers.COUNTRY_CODES_FOR_NON_GEO_REGIONS
+            ),
+        ]
+        if md is not None and md.general_desc.possible_length
+    )
+    assert shortest == g.MIN_PHONE_DIGITS
+
+
+def _shortest_examples() -> list[tuple[str, str]]:
+    """(region, example number) of libphonenumber's own examples with a national number of at
+    most 5 digits, in international and national format."""
+    out = []
+    for region in sorted(phonenumbers.SUPPORTED_REGIONS):
+        for kind in phonenumbers.PhoneNumberType.values():
+            n = phonenumbers.example_number_for_type(region, kind)
+            if n is not None and len(phonenumbers.national_significant_number(n)) <= 5:
+                for fmt in (
+                    phonenumbers.PhoneNumberFormat.INTERNATIONAL,
+                    phonenumbers.PhoneNumberFormat.NATIONAL,
+                ):
+                    out.append((region, phonenumbers.format_number(n, fmt)))
+    return sorted(set(out))
+
+
+SHORT = _shortest_examples()
+SHORT_NUMBERS = [number for _, number in SHORT] + ["(415) 555-0132", "+49 30 901820"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(SHORT_NUMBERS), st.sampled_from(FRAGMENTS), st.text(max_size=8)),
+        max_size=12,
+    ).map("".join),
+    st.sampled_from(["US", None, *sorted({region for region, _ in SHORT})]),
+)
+def test_phone_gate_never_skips_a_phone(text: str, region: str | None) -> None:
+    """Wherever the matcher finds a phone number (any default region), the gate is open."""
+    found = any(
+        True
+        for _ in phonenumbers.PhoneNumberMatcher(
+            text, region, leniency=phonenumbers.Leniency.STRICT_GROUPING
+        )
+    )
+    if found:
+        assert g.phone_possible(text), text
+
+
+def test_phone_gate_keeps_the_shortest_numbers() -> None:
+    """libphonenumber's shortest example numbers (4-5 digits: Niue, Tokelau, Iran, ...) are
+    still found and redacted, in international form and, read in their own region, national."""
+    assert any(len([c for c in number if c.isdigit()]) == g.MIN_PHONE_DIGITS for _, number in SHORT)
+    for region, number in SHORT:
+        text = f"call {number} now"
+        want = sum(
+            1
+            for _ in phonenumbers.PhoneNumberMatcher(
+                text, region, leniency=phonenumbers.Leniency.STRICT_GROUPING
+            )
+        )
+        got = r.redact(text, phone_region=region).counts
+        assert got is not None and got.phone == want, (region, number)
+        if number.startswith("+"):
+            assert want == 1, number
+    assert r.redact("gpt-4o at 0.2").text == "gpt-4o at 0.2"
 
 
 def test_key_value_gate_on_separator_dense_text() -> None:
