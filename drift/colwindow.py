@@ -81,6 +81,32 @@ def numbers(values: NDArray[np.float64] | None, name: str) -> tuple[NDArray[np.f
     return kept, int(arr.size - kept.size)
 
 
+#: fewest values for which :func:`argsort_values` looks for whole numbers (below it the look
+#: costs about what it could save)
+RADIX_MIN = 4096
+
+
+def argsort_values(x: NDArray[np.float64]) -> NDArray[np.intp]:
+    """An argsort of finite-or-NaN-free float64 ``x``, shape (n,) (ties in any order: the
+    sorted values ``x[order]`` are those of ``np.argsort(x)``).
+
+    Whole numbers spanning fewer than 2**16 values (token counts) are sorted as uint16
+    offsets from the minimum, which numpy's stable sort radix-sorts (~1 ms instead of ~5 ms
+    for 100,000 values on the 2-core machine); any other ``x`` by ``np.argsort``. The offsets
+    are exact (whole numbers below 2**53), and a value that is not a whole number, or a span
+    of 2**16 or more (inf and NaN included), fails the check and takes the general sort."""
+    if x.size >= RADIX_MIN:
+        head = x[:64]
+        if np.array_equal(head, np.floor(head)):  # cheap look before the full pass
+            lo = x.min()
+            offsets = x - lo
+            if offsets.max() < 2**16:
+                keys = offsets.astype(np.uint16)
+                if np.array_equal(keys, offsets):
+                    return np.argsort(keys, kind="stable")
+    return np.argsort(x)
+
+
 def distinct_sorted(x: NDArray[np.float64]) -> NDArray[np.float64]:
     """Distinct values of a sorted array in O(n) (``np.unique`` would sort again)."""
     if x.size == 0:
@@ -125,7 +151,7 @@ def _one_sort(
         arrays.append((arr, arr[~np.isnan(arr)]))
     (r_all, r_kept), (c_all, c_kept) = arrays
     pooled = np.concatenate([r_kept, c_kept])
-    order = np.argsort(pooled)
+    order = argsort_values(pooled)
     in_ref = order < r_kept.size
     merged = pooled[order]  # one gather; each window's values are a mask of it
     ref, cur = merged[in_ref], merged[~in_ref]

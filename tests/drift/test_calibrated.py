@@ -20,6 +20,7 @@ from drift.calibrated import (
     hajek_mean_test,
     rate_test,
 )
+from drift.colwindow import RADIX_MIN, argsort_values
 from drift.simulate import result_lines, simulate
 
 
@@ -192,6 +193,36 @@ def test_block_rank_test_reuses_a_sort_of_both_windows_with_the_same_result() ->
         assert block_rank_test(ref, cur, order=order) == block_rank_test(ref, cur)
     with pytest.raises(ValueError, match="order"):
         block_rank_test(ref, cur, order=order[:-1])
+
+
+def test_argsort_values_sorts_like_argsort_on_every_kind_of_column() -> None:
+    # drift.colwindow.argsort_values: whole numbers spanning < 2**16 take the uint16 radix
+    # sort, everything else np.argsort; either way a permutation with the sorted values, and
+    # the block rank test given it is the test given np.argsort's order
+    rng = np.random.default_rng(31)
+    n = 20_000
+    cases = {
+        "tokens": np.round(rng.lognormal(5.0, 0.6, n)),
+        "negative whole": rng.integers(-30_000, 30_000, n).astype(np.float64),
+        "span 2**16 - 1": np.concatenate([[0.0, 65_535.0], rng.integers(0, 65_536, n)]),
+        "span 2**16": np.concatenate([[0.0, 65_536.0], rng.integers(0, 65_536, n)]),
+        "huge whole": 2.0**52 + rng.integers(0, 100, n),
+        "seconds": rng.lognormal(-1.0, 1.0, n),
+        "whole head, fraction later": np.concatenate([np.arange(64.0), rng.random(n)]),
+        "inf": np.concatenate([np.arange(100.0), [np.inf], rng.integers(0, 9, n)]),
+        "-inf": np.concatenate([[-np.inf], rng.integers(0, 9, n).astype(np.float64)]),
+        "signed zeros": np.where(rng.random(n) < 0.5, -0.0, 0.0),
+        "short": np.round(rng.lognormal(3.0, 1.0, RADIX_MIN - 1)),
+    }
+    for name, x in cases.items():
+        order = argsort_values(x)
+        assert np.array_equal(np.sort(order), np.arange(x.size)), name
+        assert np.array_equal(x[order], np.sort(x)), name
+    ref, cur = cases["tokens"][:15_000], cases["tokens"][15_000:]
+    pooled = np.concatenate([ref, cur])
+    assert block_rank_test(ref, cur, order=argsort_values(pooled)) == block_rank_test(
+        ref, cur, order=np.argsort(pooled)
+    )
 
 
 def test_binomtest_pvalue_equals_scipy_binomtest_float_for_float() -> None:
