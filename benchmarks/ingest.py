@@ -316,6 +316,12 @@ def main() -> None:
         default="process",
         help="where the spool processor runs (DRIFTLINE_SPOOL_PROCESSOR; default: its own process)",
     )
+    ap.add_argument(
+        "--spool-dir",
+        default=None,
+        help="the collector's DRIFTLINE_SPOOL_DIR (default: beside the store; e.g. /dev/shm to "
+        "take the disk's fsync out of the acknowledgement)",
+    )
     ap.add_argument("--paced-s", type=float, default=10.0, help="length of the paced phase")
     ap.add_argument(
         "--paced-rate",
@@ -362,7 +368,7 @@ def main() -> None:
             "DRIFTLINE_DATABASE_URL": db_url,
             "DRIFTLINE_CAPTURE_CONTENT": args.capture,
             "DRIFTLINE_SPOOL_ENABLED": "true" if args.spool else "false",
-            "DRIFTLINE_SPOOL_DIR": f"{tmp}/spool",
+            "DRIFTLINE_SPOOL_DIR": args.spool_dir or f"{tmp}/spool",
             "DRIFTLINE_SPOOL_PROCESSOR": args.spool_processor,
         },
     )

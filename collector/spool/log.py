@@ -107,7 +107,11 @@ def read_records(
 ) -> list[Record]:
     """Complete records of ``segs`` from ``offset`` (a record boundary) up to ``end``: those
     that start within the next ``max_bytes`` bytes of its segment, at least one when there is
-    one. A torn or half-written record ends the list."""
+    one. A torn or half-written record ends the list.
+
+    When the first record is larger than ``max_bytes``, only that record is read (its length
+    is in its header): ``max_bytes=1`` reads the head record, not every byte up to ``end``.
+    """
     if offset >= end:
         return []
     for i, (base, path) in enumerate(segs):
@@ -117,10 +121,11 @@ def read_records(
         limit = min(nxt, end) - offset
         with open(path, "rb") as f:
             f.seek(offset - base)
-            data = f.read(min(limit, max_bytes))
+            data = f.read(min(limit, max(max_bytes, _HEAD.size)))
             out = [rec for _s, rec in _records(data, offset)]
-            if not out and len(data) < limit:  # one record larger than max_bytes
-                data += f.read(limit - len(data))
+            if not out and _HEAD.size <= len(data) < limit:  # one record larger than max_bytes
+                whole = _HEAD.size + _HEAD.unpack_from(data)[0]
+                data += f.read(min(whole, limit) - len(data))
                 out = [rec for _s, rec in _records(data, offset)]
         return out
     return []

@@ -92,6 +92,29 @@ def test_reader_in_another_process_follows_the_appender_and_commits_for_it(
     sp.close()
 
 
+def test_a_short_read_takes_the_head_record_only(tmp_path: Path) -> None:
+    """``read(offset, 1)`` (the head record, e.g. for the lag) reads one record, not the
+    backlog behind it, whichever side reads; the lag is the head record's age."""
+    sp = Spool(tmp_path, external_commits=True)
+    now = time.time_ns()
+    ends = [
+        sp.append(TRACES_PROTOBUF, "t", bytes([i]) * 5000, now - (9 - i) * 10**9).result(5)
+        for i in range(4)
+    ]
+    reader = SpoolReader(tmp_path)
+    for side in (sp, reader):
+        assert [r.end for r in side.read(0, 1)] == ends[:1]
+        assert [r.end for r in side.read(ends[0], 1)] == ends[1:2]
+        assert [r.end for r in side.read(0, ends[1])] == ends[:2]
+        assert 8.5 < side.lag_seconds() < 60
+    (_base, path) = segments_of(tmp_path)[-1]
+    with open(path, "ab") as f:  # a record still being written: its header, half its body
+        f.write(b"\x00\x00\x20\x00\x00\x00\x00\x00half")
+    assert reader.read(ends[-1], 1) == []
+    reader.close()
+    sp.close()
+
+
 def test_one_appender_and_one_processor_per_directory(tmp_path: Path) -> None:
     """A second collector on the same spool fails at start-up naming the variable; a second
     processor (``driftline spool process``) refuses, naming the holder."""
