@@ -1,9 +1,13 @@
 """Necessary-condition gates for the redaction patterns: can a pattern match this text at all?
 
-Each gate is a cheap scan (substring tests, no regex) that is true whenever the corresponding
-pattern of :mod:`collector.ingest.redaction` could match; a false gate skips that pattern. The
-gates change speed only, never the result (tests/collector/test_redaction_gates.py checks that
-against the patterns on generated text).
+Each gate is a cheap scan (substring tests; a regex only to count digits in non-ASCII text)
+that is true whenever the corresponding step of :mod:`collector.ingest.redaction` could
+replace something; a false gate skips that step. The gates change speed only, never the
+result (tests/collector/test_redaction_gates.py checks them against their definitions, and
+the redaction against every detector run ungated, on generated text).
+
+Digits are counted in every script (:func:`digits_at_least`): ``\\d`` and libphonenumber read
+Arabic-Indic or fullwidth digits as digits too.
 """
 
 from __future__ import annotations
@@ -11,32 +15,41 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-
-def has_digit(text: str) -> bool:
-    # ASCII digits suffice: libphonenumber and the card/IP patterns need them
-    for d in "0123456789":  # noqa: SIM110 (a loop, not any(<generator>): measured 2x)
-        if d in text:
-            return True
-    return False
-
-
 #: fewest digits a number libphonenumber calls valid can have: the shortest national number
 #: of any region in its metadata (4 digits, e.g. Niue, Saint Helena, Tokelau, Austria). Every
 #: digit of a match comes from the text (the matcher's candidates are digits and punctuation),
-#: so text with fewer ASCII digits holds no phone number to find. Checked against the
-#: installed metadata by tests/collector/test_redaction_gates.py.
+#: so text with fewer digits holds no phone number to find. Checked against the installed
+#: metadata by tests/collector/test_redaction_gates.py.
 MIN_PHONE_DIGITS = 4
 
 
-def phone_possible(text: str) -> bool:
-    """At least :data:`MIN_PHONE_DIGITS` ASCII digits in ``text`` (necessary for a phone)."""
-    n = 0
+_DIGIT = re.compile(r"\d")
+
+
+def digits_at_least(text: str, n: int) -> bool:
+    """At least ``n`` decimal digits in ``text``, of any script (Unicode category Nd: what
+    ``\\d`` matches and what libphonenumber reads, e.g. ``(٤١٥) ٥٥٥-٠١٣٢``). ASCII text (the
+    usual case; ``str.isascii`` is O(1)) is counted with ten C-level ``str.count`` scans."""
+    if not text.isascii():
+        return any(i + 1 >= n for i, _ in enumerate(_DIGIT.finditer(text)))
+    found = 0
     for d in "0123456789":
         if d in text:
-            n += text.count(d)
-            if n >= MIN_PHONE_DIGITS:
+            found += text.count(d)
+            if found >= n:
                 return True
     return False
+
+
+def phone_possible(text: str) -> bool:
+    """At least :data:`MIN_PHONE_DIGITS` digits in ``text`` (necessary for a phone)."""
+    return digits_at_least(text, MIN_PHONE_DIGITS)
+
+
+#: fewest digits the card pattern matches (``\d(?:[ -]?\d){12,18}``: 13 to 19 digits)
+MIN_CARD_DIGITS = 13
+#: fewest digits the IPv4 pattern matches (four ``\d{1,3}`` octets)
+MIN_IPV4_DIGITS = 4
 
 
 SECRET_MARKERS = (
@@ -153,13 +166,13 @@ def key_value_possible(low: str) -> bool:
 def gates(text: str) -> tuple[bool, bool, bool, bool, bool, bool, bool]:
     """For each step of ``_STEPS``: can its pattern match at all? (necessary conditions only)"""
     low = text.lower()
-    digit = has_digit(text)
+    ipv4 = text.count(".") >= 3 and digits_at_least(text, MIN_IPV4_DIGITS)
     return (
         secret_possible(text),
         "bearer" in low,
         ("=" in text or ":" in text) and key_value_possible(low),
         "@" in text,
         ipv6_possible(text),
-        digit and "." in text,
-        digit,
+        ipv4,
+        digits_at_least(text, MIN_CARD_DIGITS),
     )

@@ -53,6 +53,12 @@ FRAGMENTS = [
     "x" * 30,
     "[SECRET]",
     "api_key",
+    "(٤١٥) ٥٥٥-٠١٣٢",
+    "(４１５) ５５５-０１３２",
+    "٤١١١ ١١١١ ١١١١ ١١١١",
+    "١٠.٠.٠.١",
+    "1234",
+    "’",
     '{"role": "user", "content": "',
 ]
 TEXTS = st.one_of(
@@ -82,9 +88,10 @@ def test_gates_equal_their_definitions(text: str) -> None:
     low = text.lower()
     assert g.key_value_possible(low) == key_value_possible_reference(low)
     assert g.secret_possible(text) == any(m in text for m in g.SECRET_MARKERS)
-    assert g.has_digit(text) == any(ch in "0123456789" for ch in text)
-    digits = sum(ch in "0123456789" for ch in text)
+    digits = len(re.findall(r"\d", text))
     assert g.phone_possible(text) == (digits >= g.MIN_PHONE_DIGITS)
+    for n in (1, g.MIN_IPV4_DIGITS, g.MIN_CARD_DIGITS):
+        assert g.digits_at_least(text, n) == (digits >= n)
 
 
 def test_min_phone_digits_is_the_shortest_national_number_in_the_metadata() -> None:
@@ -121,7 +128,12 @@ def _shortest_examples() -> list[tuple[str, str]]:
 
 
 SHORT = _shortest_examples()
-SHORT_NUMBERS = [number for _, number in SHORT] + ["(415) 555-0132", "+49 30 901820"]
+SHORT_NUMBERS = [number for _, number in SHORT] + [
+    "(415) 555-0132",
+    "+49 30 901820",
+    "(٤١٥) ٥٥٥-٠١٣٢",  # Arabic-Indic digits: libphonenumber reads them
+    "+1 (４１５) ５５５-０１３２",  # fullwidth
+]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -178,3 +190,30 @@ def test_redact_count_matches_redact(text: str) -> None:
     full = r.redact(text)
     assert full.counts is not None
     assert r.redact_count(text) == (full.text, full.counts.total)
+
+
+def test_phones_in_other_scripts_digits_are_redacted() -> None:
+    """libphonenumber reads Arabic-Indic and fullwidth digits: the gate counts them too."""
+    for number in ("(٤١٥) ٥٥٥-٠١٣٢", "+1 ٤١٥ ٥٥٥ ٠١٣٢", "(４１５) ５５５-０１３２"):
+        out = r.redact(f"call {number} now")
+        assert out.counts is not None and out.counts.phone == 1, number
+        assert number not in (out.text or "")
+
+
+def redact_ungated(text: str) -> tuple[str, list[int]]:
+    """The plain definition of :func:`collector.ingest.redaction._redact`: every step's
+    pattern and the phone matcher run on every text."""
+    counts = [0] * 5
+    for slot, pattern, keep in r._SLOTTED_STEPS:
+        text, n = r._sub(pattern, text, keep)
+        counts[slot] += n
+    text, n = r._phones(text, "US")
+    counts[r._PHONE] += n
+    return text, counts
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(TEXTS)
+def test_gates_change_nothing_but_speed(text: str) -> None:
+    """Redaction with the gates gives the text and counts of every detector run on the text."""
+    assert r._redact(text, "US") == redact_ungated(text)
