@@ -9,6 +9,7 @@ committed spool offset reaches the end of the spool; the stored span count is ch
     python benchmarks/spool_drain.py                    # 400 requests x 100 spans
     python benchmarks/spool_drain.py --profile          # cProfile of the processor's threads
     DRIFTLINE_SPOOL_PREPARE_WORKERS=0 python benchmarks/spool_drain.py   # decode in-process
+    python benchmarks/spool_drain.py --load vs_phoenix  # vs_phoenix.py's ~3 KB spans
 
 Prints ``RESULT spool_drain_spans_per_s=<x> spans/s`` (wall clock) and
 ``RESULT spool_drain_cpu_us_per_span=<x> us`` (CPU of this process and of its child processes,
@@ -31,9 +32,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import numpy as np
 from ingest import build_bodies
 from sqlalchemy import text
 
+from benchmarks import ingest_load as phoenix_load
 from collector.settings import load_settings
 from collector.spool.log import TRACES_PROTOBUF, Spool, read_offset
 from collector.spool.processor import tune_gc
@@ -64,9 +67,21 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--dir", default=None, help="folder of the store and spool")
     ap.add_argument("--profile", action="store_true", help="cProfile the drain (all threads)")
+    ap.add_argument(
+        "--load",
+        choices=["ingest", "vs_phoenix"],
+        default="ingest",
+        help="whose bodies: benchmarks/ingest.py's (~1 KB of text a span, default) or "
+        "benchmarks/vs_phoenix.py's (~3 KB a span, gen_ai and OpenInference keys; 100 spans "
+        "per request whatever --spans-per-request says)",
+    )
     args = ap.parse_args()
 
-    bodies = build_bodies(args.requests, args.spans_per_request, args.seed)
+    if args.load == "vs_phoenix":
+        args.spans_per_request = phoenix_load.SPANS_PER_REQUEST
+        bodies = phoenix_load.build_bodies(args.requests, np.random.default_rng(args.seed))
+    else:
+        bodies = build_bodies(args.requests, args.spans_per_request, args.seed)
     with tempfile.TemporaryDirectory(prefix="driftline-drain-", dir=args.dir) as tmp:
         url = f"sqlite:///{tmp}/bench.db"
         store_engine.upgrade(url)

@@ -453,14 +453,7 @@ class SpoolProcessor:
         fut: Future[Prepared] = Future()
         try:
             jobs = _trace_jobs(records, self._capture_mode)
-            if self._prepare_workers > 0 and self._pool is None:
-                self._pool = ProcessPoolExecutor(
-                    self._prepare_workers,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_init_prepare_worker,
-                    initargs=(os.getpid(),),
-                )
-                self._pool_up = self._pool.submit(os.getpid)
+            self._start_pool()
             if self._pool is not None and self._pool_up is not None and self._pool_up.done():
                 done = self._pool.submit(prepare_traces_compact, jobs, self._max_text_chars)
                 done.add_done_callback(lambda f: _expand_into(f, fut))
@@ -469,6 +462,21 @@ class SpoolProcessor:
         except Exception as exc:
             fut.set_exception(exc)
         return fut
+
+    def _start_pool(self) -> None:
+        """Start the prepare worker processes (``prepare_workers``) unless they run; returns
+        at once (they import their modules meanwhile; :attr:`_pool_up` is done once one
+        answers). Spawning takes a second or two of a core: started when the processor starts,
+        not on the first batch, so that the first burst after a start is not prepared here
+        while the worker imports."""
+        if self._prepare_workers > 0 and self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                self._prepare_workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_prepare_worker,
+                initargs=(os.getpid(),),
+            )
+            self._pool_up = self._pool.submit(os.getpid)
 
     def _close_pool(self) -> None:
         pool, self._pool, self._pool_up = self._pool, None, None
@@ -482,6 +490,10 @@ class SpoolProcessor:
         offset still moves only past batches whose store transaction committed, in order; a
         failure drops the batch read ahead and retries from the committed offset."""
         try:
+            try:
+                self._start_pool()
+            except Exception as exc:  # cannot spawn: prepared here, retried on each batch
+                log.warning("spool prepare worker not started: %r", exc)
             ahead: tuple[int, list[Record], Future[Prepared]] | None = None
             while not self._stop.is_set():
                 offset = self.spool.committed
