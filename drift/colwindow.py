@@ -99,11 +99,12 @@ def argsort_values(x: NDArray[np.float64]) -> NDArray[np.intp]:
         head = x[:64]
         if np.array_equal(head, np.floor(head)):  # cheap look before the full pass
             lo = x.min()
-            offsets = x - lo
-            if offsets.max() < 2**16:
-                keys = offsets.astype(np.uint16)
-                if np.array_equal(keys, offsets):
-                    return np.argsort(keys, kind="stable")
+            if np.isfinite(lo):  # -inf: inf - inf would be NaN (and a RuntimeWarning)
+                offsets = x - lo
+                if offsets.max() < 2**16:
+                    keys = offsets.astype(np.uint16)
+                    if np.array_equal(keys, offsets):
+                        return np.argsort(keys, kind="stable")
     return np.argsort(x)
 
 
