@@ -157,8 +157,22 @@ class KeyStore:
         self._cache: dict[str, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
 
+    def cached(self, authorization: str | None) -> Principal | None:
+        """The principal of ``authorization`` if a lookup of the last few seconds verified it,
+        else None (not verified, or not well formed: :meth:`verify` says why). Never touches
+        the store, so an async route may call it on the event loop."""
+        if not authorization:
+            return None
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return None
+        with self._lock:
+            hit = self._cache.get(token.strip())
+        return hit[1] if hit and hit[0] > time.monotonic() else None
+
     def verify(self, authorization: str | None) -> Principal:
-        """The principal of an ``Authorization: Bearer dl_...`` header value.
+        """The principal of an ``Authorization: Bearer dl_...`` header value (a store lookup
+        unless :meth:`cached` knows it).
 
         Raises:
             AuthError: missing, malformed, unknown or revoked key.

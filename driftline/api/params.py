@@ -9,7 +9,7 @@ from fastapi.routing import APIRoute
 from collector.errors import BadRequestError
 
 
-def reject_unknown_params(request: Request) -> None:
+async def reject_unknown_params(request: Request) -> None:
     """FastAPI dependency: 400 naming each query parameter the route does not declare.
 
     Raises:

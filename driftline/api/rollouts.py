@@ -63,9 +63,9 @@ _DEFAULT_KIND = {
 }
 
 
-def weights_tenant(request: Request) -> str:
+async def weights_tenant(request: Request) -> str:
     """Tenant of a caller allowed to read, or to ingest (the gateway uses an ingest key)."""
-    principal = get_principal(request)
+    principal = await get_principal(request)
     if not (principal.allows("read") or principal.allows("ingest")):
         raise ForbiddenError(f"this API key (role {principal.role}) may not read rollout weights")
     return principal.tenant

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 import grpc
 import pytest
@@ -12,9 +13,19 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from collector.auth import create_key
+from collector.auth import KeyStore, create_key
 from collector.store import engine as store_engine
 from collector.store.retention import apply_retention
+from driftline.api.deps import (
+    AdminTenant,
+    CurrentPrincipal,
+    IngestTenant,
+    ReadTenant,
+    ReviewTenant,
+    State,
+)
+from driftline.api.params import reject_unknown_params
+from driftline.api.rollouts import weights_tenant
 from driftline.app import create_app
 from driftline.cli import cli
 from tests.collector.test_otlp_http import PB, pb_request
@@ -161,3 +172,27 @@ def test_keys_cli_and_retention(db_url: str) -> None:
     revoke = runner.invoke(cli, ["keys", "revoke", key.split("_")[1]], env=env)
     assert revoke.exit_code == 0, revoke.output
     eng.dispose()
+
+
+def test_a_key_the_cache_knows_is_resolved_on_the_event_loop(db_url: str) -> None:
+    """The route dependencies are coroutines (FastAPI runs a plain ``def`` one in its thread
+    pool: two thread hand-offs per OTLP export); only a key the cache does not know yet is
+    looked up in the store, in a thread."""
+    store_engine.upgrade(db_url)
+    eng = store_engine.make_engine(db_url)
+    try:
+        key = create_key(eng, "acme", "ingest")
+        keys = KeyStore(eng)
+        for header in (None, "", "Basic abc", "Bearer", f"Bearer {key}"):
+            assert keys.cached(header) is None, header  # never verified: the store decides
+        principal = keys.verify(f"Bearer {key}")
+        assert principal.tenant == "acme"
+        assert keys.cached(f"Bearer {key}") == principal
+        assert keys.cached(f"bearer  {key} ") == principal
+        assert keys.cached(f"Bearer {key}x") is None
+    finally:
+        eng.dispose()
+    annotated = (State, CurrentPrincipal, ReadTenant, IngestTenant, ReviewTenant, AdminTenant)
+    deps = [get_args(a)[1].dependency for a in annotated]
+    for dep in [*deps, reject_unknown_params, weights_tenant]:
+        assert inspect.iscoroutinefunction(dep), dep
