@@ -210,10 +210,12 @@ def _is_ipv4(candidate: str) -> bool:
 
 
 def luhn_valid(digits: str) -> bool:
-    """Luhn mod-10 checksum (ISO/IEC 7812-1 Annex B) of a string of ASCII digits."""
+    """Luhn mod-10 checksum (ISO/IEC 7812-1 Annex B) of a string of decimal digits of any
+    script (``_CARD``'s ``\\d`` matches Arabic-Indic and fullwidth digits too: each counts
+    its value, ``int('٤') == 4``, not its code point)."""
     total = 0
     for index, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
+        d = int(ch)
         if index % 2 == 1:
             d = d * 2 - 9 if d > 4 else d * 2
         total += d
@@ -221,12 +223,12 @@ def luhn_valid(digits: str) -> bool:
 
 
 def _is_card(candidate: str) -> bool:
-    separators = {ch for ch in candidate if not ch.isdigit()}
+    separators = {ch for ch in candidate if not ch.isdecimal()}
     if len(separators) > 1:
         return False  # "1234 5678-..." mixes separators: not a card as written
     if separators and len(re.split(r"[ -]", candidate)[0]) != 4:
         return False  # printed cards start with a 4-digit group; phones (3-3-4) do not
-    digits = "".join(ch for ch in candidate if ch.isdigit())
+    digits = "".join(ch for ch in candidate if ch.isdecimal())
     return 13 <= len(digits) <= 19 and luhn_valid(digits)
 
 

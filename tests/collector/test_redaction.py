@@ -129,6 +129,29 @@ def test_luhn() -> None:
         assert not luhn_valid(changed)
 
 
+def test_cards_in_other_scripts_digits_are_checked_by_their_values() -> None:
+    """``\\d`` matches Arabic-Indic and fullwidth digits: the Luhn check reads each digit's
+    value (it read ``ord(ch) - 48``: the Arabic-Indic 4111... card was left in the text, and
+    whether a fullwidth number passed was chance)."""
+    arabic, fullwidth = (
+        str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"),
+        str.maketrans("0123456789", "０１２３４５６７８９"),
+    )
+    for card in ("4111 1111 1111 1111", "5555-5555-5555-4444", "6011111111111117"):
+        for table in (arabic, fullwidth):
+            number = card.translate(table)
+            assert luhn_valid(number.replace(" ", "").replace("-", ""))
+            result = redact(f"card {number} end")
+            assert result.text == "card [CARD] end", number
+            assert result.counts is not None and result.counts.card == 1
+    for bad in ("4111 1111 1111 1112", "4111111111111113"):
+        for table in (arabic, fullwidth):
+            number = bad.translate(table)
+            assert not luhn_valid(number.replace(" ", ""))
+            result = redact(f"number {number} end")
+            assert result.counts is not None and result.counts.card == 0, number
+
+
 def test_sixteen_digit_non_luhn_number_is_not_redacted_by_any_detector() -> None:
     for number in ("4111111111111112", "4111 1111 1111 1112", "4111-1111-1111-1112"):
         assert not luhn_valid(number.replace(" ", "").replace("-", ""))
