@@ -24,6 +24,7 @@ whatever each one's accepted rate).
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import math
 import multiprocessing
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -167,26 +169,38 @@ def _paced_sender(
     schedule: Callable[[], list[float]],
     out: list[tuple[float, float]],
 ) -> None:
-    """Start ``threads`` threads with a kept-alive ``httpx.Client`` each, then send one body
-    at each due time ``schedule()`` returns (``time.monotonic`` seconds); append (latency from
-    the due time, from the send) of each request answered 200 to ``out``."""
+    """Start ``threads`` threads with a kept-alive ``http.client`` connection each, then send
+    one body at each due time ``schedule()`` returns (``time.monotonic`` seconds); append
+    (latency from the due time, from the send) of each request answered 200 to ``out``.
+
+    Why ``http.client``: the senders share the machine's cores with the collector they
+    measure, so the lightest client is used. Client CPU per 177 KB request, measured against
+    a socket sink: ``http.client`` 206 us, ``httpx`` 640 us (this phase's client before),
+    ``requests`` (the OTLP/HTTP exporter's) 924 us."""
     due_q: queue_mod.Queue[tuple[float, bytes] | None] = queue_mod.Queue()
     lock = threading.Lock()
+    parsed = urllib.parse.urlsplit(url)
+    headers = {"Content-Type": "application/x-protobuf"}
 
     def worker() -> None:
-        with httpx.Client(timeout=60) as http:
+        conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=60)
+        try:
             while (item := due_q.get()) is not None:
                 due, body = item
                 t0 = time.monotonic()
-                r = http.post(
-                    f"{url}/v1/traces",
-                    content=body,
-                    headers={"Content-Type": "application/x-protobuf"},
-                )
+                try:
+                    conn.request("POST", "/v1/traces", body=body, headers=headers)
+                    r = conn.getresponse()
+                    r.read()
+                except (http.client.HTTPException, OSError):
+                    conn.close()  # the connection was closed: counted as not answered 200
+                    continue
                 t1 = time.monotonic()
-                if r.status_code == 200:
+                if r.status == 200:
                     with lock:
                         out.append((t1 - due, t1 - t0))
+        finally:
+            conn.close()
 
     pool = [threading.Thread(target=worker) for _ in range(threads)]
     for t in pool:
@@ -239,8 +253,8 @@ def paced_acks(
     Returns (latencies from the due time, latencies from the send), in seconds, of the
     requests answered 200. The requests are sent by ``processes`` client processes (request
     ``i`` by process ``i % processes``), each with ``threads`` threads that keep one
-    ``httpx.Client`` (one keep-alive connection) as an OTLP exporter does. Measuring from the
-    due time counts any wait for a free thread or a busy client process (no coordinated
+    kept-alive connection as an OTLP exporter does (:func:`_paced_sender`). Measuring from
+    the due time counts any wait for a free thread or a busy client process (no coordinated
     omission); the send-time figure isolates the collector.
 
     Why processes: an OTLP exporter sends from the instrumented application's process, and
@@ -381,7 +395,7 @@ def main() -> None:
 
         def client_loop(progress: Progress, task: TaskID) -> None:
             nonlocal acked
-            with httpx.Client(timeout=60) as http:
+            with httpx.Client(timeout=60) as client:
                 while True:
                     with lock:
                         if not queue:
@@ -389,7 +403,7 @@ def main() -> None:
                         i = queue.pop()
                     while True:
                         t0 = time.perf_counter()
-                        r = http.post(
+                        r = client.post(
                             f"{url}/v1/traces",
                             content=bodies[i],
                             headers={"Content-Type": "application/x-protobuf"},
