@@ -111,6 +111,15 @@ class Settings(BaseSettings):
         "acknowledgements wait on the receiver, not on the processor, so on a machine short of "
         "cores the receiver gets the CPU first and a backlog drains in the idle time (0: equal).",
     )
+    spool_processor_io_class: Literal["idle", "best-effort"] = Field(
+        "idle",
+        description="I/O scheduling class of the spawned spool processor process (`process` "
+        "mode, Linux, where the disk's scheduler honours classes: mq-deadline, bfq): `idle` "
+        "queues its store writes and checkpoints behind the receiver's spool fsync, on which "
+        "acknowledgements wait (mq-deadline still serves a request that waited "
+        "`prio_aging_expire`, 10 s by default, so a busy disk slows the drain but never stops "
+        "it); `best-effort`: the same class as every other process.",
+    )
     spool_prepare_workers: int = Field(
         1,
         ge=0,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import psutil
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
@@ -248,6 +249,17 @@ def test_collector_with_spool_acks_then_processes(tmp_path: Path, mode: str) -> 
             expected = min(mine + settings.spool_processor_nice, 19)
             assert settings.spool_processor_nice > 0
             assert os.getpriority(os.PRIO_PROCESS, pid) == expected
+            # and its disk I/O queues behind the receiver's spool fsync (Linux I/O classes);
+            # the prepare worker it started inherits both
+            assert settings.spool_processor_io_class == "idle"
+            processor = psutil.Process(pid)
+            assert processor.ionice().ioclass == psutil.IOPRIO_CLASS_IDLE
+            assert psutil.Process().ionice().ioclass != psutil.IOPRIO_CLASS_IDLE
+            workers = processor.children()
+            assert workers
+            for child in workers:
+                assert child.ionice().ioclass == psutil.IOPRIO_CLASS_IDLE, child.cmdline()
+                assert os.getpriority(os.PRIO_PROCESS, child.pid) == expected
         wait_for(lambda: 'driftline_tokens_total{direction="input"' in client.get("/metrics").text)
         metrics = client.get("/metrics").text
         assert "driftline_spool_bytes 0.0" in metrics
