@@ -116,9 +116,10 @@ class Settings(BaseSettings):
         description="I/O scheduling class of the spawned spool processor process (`process` "
         "mode, Linux, where the disk's scheduler honours classes: mq-deadline, bfq): `idle` "
         "queues its store writes and checkpoints behind the receiver's spool fsync, on which "
-        "acknowledgements wait (mq-deadline still serves a request that waited "
-        "`prio_aging_expire`, 10 s by default, so a busy disk slows the drain but never stops "
-        "it); `best-effort`: the same class as every other process.",
+        "acknowledgements wait, while the spool is less than half full (then best-effort, back "
+        "to idle under a quarter: on a disk another program keeps busy an idle-class request "
+        "waits up to mq-deadline's `prio_aging_expire`, 10 s); `best-effort`: the same class "
+        "as every other process.",
     )
     spool_prepare_workers: int = Field(
         1,

@@ -12,6 +12,7 @@ receiving process to serve.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import logging.handlers
 import os
@@ -57,10 +58,11 @@ def run_processor(
     should_stop: Callable[[], bool],
     *,
     parent_pid: int | None = None,
+    io: IdleIo | None = None,
 ) -> None:
     """Drain ``directories`` into ``settings.database_url`` until ``should_stop()`` (polled
     every 0.2 s) or, with ``parent_pid``, until that process is gone. Each batch in hand is
-    finished; what is left stays spooled."""
+    finished; what is left stays spooled. ``io`` is told the backlog at each poll."""
     engine = store_engine.make_engine(settings.database_url)
     prices = PriceTable.load(settings.prices)
     writer, joiner = joined_writer(engine, prices, settings)
@@ -104,6 +106,8 @@ def run_processor(
             if parent_pid is not None and os.getppid() != parent_pid:
                 log.warning("spool processor: the collector (pid %d) is gone; stopping", parent_pid)
                 break
+            if io is not None:
+                io.update(sum(p.spool.unprocessed_bytes for p in processors))
             if time.monotonic() - kpis_at >= KPI_WRITE_EVERY_S:
                 kpis_at = time.monotonic()
                 write_kpis(directories, registry)
@@ -116,23 +120,80 @@ def run_processor(
         engine.dispose()
 
 
-def idle_io() -> bool:
-    """Put this process in the idle I/O scheduling class (``ioprio_set``, through psutil);
-    threads and processes it starts later inherit it. False where the platform has no I/O
-    classes or refuses (logged; the process runs on in its class).
+#: spool fill (unprocessed bytes / ``DRIFTLINE_SPOOL_MAX_BYTES``) at which an idle-I/O
+#: processor takes the best-effort class, and the fill under which it goes back to idle
+IO_ESCALATE_FILL = 0.5
+IO_RELAX_FILL = 0.25
 
-    Why: the receiver acknowledges a request after the spool's fsync, and on one disk that
-    fsync queued behind the processor's SQLite commits and checkpoints (tens of MB each). On
-    this project's 2-core machine (mq-deadline), ``benchmarks/ingest.py`` back to back, 5
-    pairs: ack p99 at half the accepted rate 19.3 / 26.6 / 17.8 / 17.7 / 14.7 ms against
-    24.7 / 31.6 / 45.5 / 26.2 / 21.6 ms, the longest spool fsync of the paced phase 12-36 ms
-    against 32-70 ms, stored spans/s the same (4,808-6,616 against 4,792-5,539)."""
+
+def set_io_class(idle: bool) -> bool:
+    """Put every thread of this process, and of the processes it started (the prepare
+    worker), in the idle I/O scheduling class, or back in the default (best-effort) one
+    (``ioprio_set``, through psutil; threads and processes started later inherit it). False
+    where the platform has no I/O classes or refuses (logged; the process runs on as it is).
+    """
+    cls = psutil.IOPRIO_CLASS_IDLE if idle else psutil.IOPRIO_CLASS_NONE
     try:
-        psutil.Process().ionice(psutil.IOPRIO_CLASS_IDLE)
+        me = psutil.Process()
+        for proc in [me, *me.children(recursive=True)]:
+            for thread in proc.threads():
+                with contextlib.suppress(psutil.NoSuchProcess):  # ended meanwhile
+                    psutil.Process(thread.id).ionice(cls)
+    except psutil.NoSuchProcess:
+        pass  # a child ended meanwhile: its replacement inherits from this process
     except (AttributeError, OSError, psutil.Error) as exc:  # no I/O classes here (not Linux)
-        log.info("spool processor: the idle I/O class is not available here (%s)", exc)
+        log.info("spool processor: I/O classes are not available here (%s)", exc)
         return False
     return True
+
+
+class IdleIo:
+    """The spawned processor's I/O class (``DRIFTLINE_SPOOL_PROCESSOR_IO_CLASS=idle``): idle
+    while the spool's backlog is small, best-effort once it fills.
+
+    Why idle: the receiver acknowledges a request after the spool's fsync, and on one disk
+    that fsync queued behind the processor's SQLite commits and checkpoints (tens of MB each).
+    On this project's 2-core machine (mq-deadline), ``benchmarks/ingest.py`` back to back, 5
+    pairs: ack p99 at half the accepted rate 19.3 / 26.6 / 17.8 / 17.7 / 14.7 ms against
+    24.7 / 31.6 / 45.5 / 26.2 / 21.6 ms, the longest spool fsync of the paced phase 12-36 ms
+    against 32-70 ms, stored spans/s the same (4,808-6,616 against 4,792-5,539).
+
+    Why not always: an idle-class request waits while any other process's request is queued
+    (mq-deadline serves it after ``prio_aging_expire``, 10 s by default), so on a disk another
+    program keeps busy the drain would slow to a crawl and the spool fill up (503s). From
+    :data:`IO_ESCALATE_FILL` of ``max_bytes`` unprocessed the processor competes as every
+    process does, and goes back to idle under :data:`IO_RELAX_FILL`.
+
+    Args:
+        max_bytes: the spool's bound (``DRIFTLINE_SPOOL_MAX_BYTES``), bytes.
+
+    Raises:
+        ValueError: ``max_bytes`` < 1.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+        self.max_bytes = max_bytes
+        self.idle = set_io_class(True)
+        self.available = self.idle
+
+    def update(self, unprocessed_bytes: int) -> None:
+        """Re-decide the class from the spool's ``unprocessed_bytes`` (call it periodically)."""
+        if not self.available:
+            return
+        fill = unprocessed_bytes / self.max_bytes
+        if self.idle and fill >= IO_ESCALATE_FILL:
+            log.warning(
+                "spool processor: the spool is %.0f%% full; its I/O competes as best-effort "
+                "until it is under %.0f%%",
+                fill * 100,
+                IO_RELAX_FILL * 100,
+            )
+            self.idle = not set_io_class(False)
+        elif not self.idle and fill < IO_RELAX_FILL:
+            log.info("spool processor: the spool is %.0f%% full; back to idle I/O", fill * 100)
+            self.idle = set_io_class(True)
 
 
 def child_main(
@@ -150,10 +211,9 @@ def child_main(
         root.removeHandler(h)
     root.addHandler(logging.handlers.QueueHandler(log_queue))
     root.setLevel(log_level)
-    if settings.spool_processor_io_class == "idle":
-        idle_io()
+    io = IdleIo(settings.spool_max_bytes) if settings.spool_processor_io_class == "idle" else None
     try:
-        run_processor(settings, [directory], stop.is_set, parent_pid=parent)
+        run_processor(settings, [directory], stop.is_set, parent_pid=parent, io=io)
     finally:
         if os.getppid() != parent:  # nobody reads the queue any more: do not wait on it
             log_queue.cancel_join_thread()

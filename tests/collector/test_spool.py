@@ -27,7 +27,7 @@ from collector.spool.log import TRACES_JSON, TRACES_PROTOBUF, Spool, SpoolFullEr
 from collector.spool.processor import SpoolProcessor, process
 from collector.spool.reader import SpoolLockedError, SpoolReader, acquire_processor_lock
 from collector.spool.replay import replay
-from collector.spool.worker import run_processor
+from collector.spool.worker import IdleIo, run_processor, set_io_class
 from collector.store import engine as store_engine
 from driftline.app import create_app
 from driftline.commands import spool as spool_cli
@@ -479,3 +479,36 @@ def test_a_refused_record_in_a_batch_loses_only_its_own_spans(tmp_path: Path) ->
         ).all()
     engine.dispose()
     assert [(t[:2], n) for t, n in traces] == [("01", 4), ("02", 4), ("04", 4)]
+
+
+def test_an_idle_io_processor_competes_for_the_disk_once_the_spool_fills() -> None:
+    """:class:`IdleIo`: idle I/O class below half the spool's bound, best-effort from half
+    full, idle again under a quarter; every thread of the process, including one started
+    before the change."""
+    if not hasattr(psutil, "IOPRIO_CLASS_IDLE"):
+        pytest.skip("no I/O scheduling classes on this platform")
+    stop = threading.Event()
+    early = threading.Thread(target=stop.wait)
+    early.start()
+
+    def classes() -> set[int]:
+        return {psutil.Process(t.id).ionice().ioclass for t in psutil.Process().threads()}
+
+    try:
+        io = IdleIo(max_bytes=1000)
+        assert io.idle and classes() == {psutil.IOPRIO_CLASS_IDLE}
+        late = threading.Thread(target=stop.wait)  # inherits the class of its creator
+        late.start()
+        for unprocessed, idle in [(499, True), (500, False), (300, False), (250, False)]:
+            io.update(unprocessed)
+            assert io.idle is idle, unprocessed
+            expected = psutil.IOPRIO_CLASS_IDLE if idle else psutil.IOPRIO_CLASS_NONE
+            assert classes() == {expected}, unprocessed
+        io.update(249)
+        assert io.idle and classes() == {psutil.IOPRIO_CLASS_IDLE}
+        with pytest.raises(ValueError, match="max_bytes"):
+            IdleIo(max_bytes=0)
+    finally:
+        set_io_class(False)
+        stop.set()
+    assert classes() == {psutil.IOPRIO_CLASS_NONE}
