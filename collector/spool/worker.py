@@ -190,10 +190,16 @@ class IdleIo:
                 fill * 100,
                 IO_RELAX_FILL * 100,
             )
-            self.idle = not set_io_class(False)
+            self._switch(idle=False)
         elif not self.idle and fill < IO_RELAX_FILL:
             log.info("spool processor: the spool is %.0f%% full; back to idle I/O", fill * 100)
-            self.idle = set_io_class(True)
+            self._switch(idle=True)
+
+    def _switch(self, *, idle: bool) -> None:
+        if set_io_class(idle):
+            self.idle = idle
+        else:  # refused (logged): stop trying rather than log it at every poll
+            self.available = False
 
 
 def child_main(
