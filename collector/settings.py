@@ -129,6 +129,16 @@ class Settings(BaseSettings):
         "that decode and prepare the next batch while the current one is written, so that the "
         "store writer has a core to itself (0: decode in the processor itself).",
     )
+    spool_batch_bytes: int = Field(
+        4 << 20,
+        ge=64 << 10,
+        le=1 << 30,
+        description="Spooled bytes the processor reads, prepares and writes as one store "
+        "transaction. Smaller batches commit smaller bursts of store writes, on which a "
+        "receiver's spool fsync waits when both share a disk (a write-back cache flushes "
+        "everything before it): measured on a 2-core VM, 1 MiB against 4 MiB gave an "
+        "acknowledgement p99 of 26-39 against 41-75 ms and stored 18 % fewer spans/s.",
+    )
     spool_dir: Path = Field(
         None,  # type: ignore[assignment]  # filled from database_url by _default_spool_dir
         description="Directory of the spool's segment files, one per store. Default: "

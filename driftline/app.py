@@ -110,6 +110,7 @@ def create_app(settings: Settings) -> FastAPI:
                     capture_mode=capture.mode,
                     max_text_chars=settings.max_text_chars,
                     keep_s=settings.spool_keep_s,
+                    batch_bytes=settings.spool_batch_bytes,
                 )
                 processor.on_processed = metrics.spans_processed.inc
             else:  # its own process (or another host's): metrics come from its files

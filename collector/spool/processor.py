@@ -341,7 +341,11 @@ def process(
 
 class SpoolProcessor:
     """Drains ``spool`` into the store on a thread of its own (:meth:`start`, :meth:`close`),
-    once it holds the directory's ``processor.lock``."""
+    once it holds the directory's ``processor.lock``.
+
+    ``batch_bytes``: spooled bytes read, prepared and written as one store transaction
+    (``DRIFTLINE_SPOOL_BATCH_BYTES``; a record larger than that is a batch of its own).
+    """
 
     def __init__(
         self,

@@ -94,6 +94,7 @@ def run_processor(
             max_text_chars=settings.max_text_chars,
             keep_s=settings.spool_keep_s,
             prepare_workers=settings.spool_prepare_workers,
+            batch_bytes=settings.spool_batch_bytes,
         )
         for d in directories
     ]

@@ -23,7 +23,15 @@ from sqlalchemy import text
 from collector.cost.prices import PriceTable
 from collector.errors import ConfigError
 from collector.ingest.writer import BatchWriter
-from collector.spool.log import TRACES_JSON, TRACES_PROTOBUF, Spool, SpoolFullError, segments_of
+from collector.settings import load_settings
+from collector.spool.log import (
+    TRACES_JSON,
+    TRACES_PROTOBUF,
+    Spool,
+    SpoolFullError,
+    read_offset,
+    segments_of,
+)
 from collector.spool.processor import SpoolProcessor, process
 from collector.spool.reader import SpoolLockedError, SpoolReader, acquire_processor_lock
 from collector.spool.replay import replay
@@ -300,6 +308,48 @@ def test_external_processor_drains_a_collectors_spool(tmp_path: Path) -> None:
         finally:
             stop.set()
             worker.join(30)
+
+
+@pytest.mark.parametrize(("batch_bytes", "transactions"), [(None, 1), (64 << 10, 3)])
+def test_the_processor_writes_batches_of_spool_batch_bytes(
+    tmp_path: Path, batch_bytes: int | None, transactions: int
+) -> None:
+    """``DRIFTLINE_SPOOL_BATCH_BYTES`` sizes the processor's store transactions (every span of
+    one transaction carries its receive time): 24 records of ~8 KB are one transaction at the
+    default 4 MiB, at least three at 64 KiB; a value under 64 KiB fails naming the variable."""
+    settings = make_settings(
+        f"sqlite:///{tmp_path}/d.db",
+        spool_dir=tmp_path / "sp",
+        **({} if batch_bytes is None else {"spool_batch_bytes": batch_bytes}),
+    )
+    store_engine.upgrade(settings.database_url)
+    sp = Spool(settings.spool_dir)
+    end = 0
+    for tb in range(1, 25):
+        end = sp.append(TRACES_PROTOBUF, "t", pb_request(50, trace_byte=tb), time.time_ns()).result(
+            5
+        )
+    sp.close()
+    stop = threading.Event()
+    worker = threading.Thread(
+        target=run_processor, args=(settings, [settings.spool_dir], stop.is_set)
+    )
+    worker.start()
+    try:
+        wait_for(lambda: read_offset(settings.spool_dir) == end, timeout_s=60)
+    finally:
+        stop.set()
+        worker.join(30)
+    engine = store_engine.make_engine(settings.database_url)
+    with engine.connect() as conn:
+        n, distinct = conn.execute(
+            text("SELECT count(*), count(DISTINCT received_unix_nano) FROM spans")
+        ).one()
+    engine.dispose()
+    assert n == 24 * 50
+    assert distinct == 1 if transactions == 1 else distinct >= transactions
+    with pytest.raises(ConfigError, match="DRIFTLINE_SPOOL_BATCH_BYTES"):
+        load_settings(database_url=settings.database_url, spool_batch_bytes=1000)
 
 
 def test_full_spool_answers_503_with_retry_after(tmp_path: Path) -> None:
