@@ -136,8 +136,9 @@ class Settings(BaseSettings):
         description="Spooled bytes the processor reads, prepares and writes as one store "
         "transaction. Smaller batches commit smaller bursts of store writes, on which a "
         "receiver's spool fsync waits when both share a disk (a write-back cache flushes "
-        "everything before it): measured on a 2-core VM, 1 MiB against 4 MiB gave an "
-        "acknowledgement p99 of 26-39 against 41-75 ms and stored 18 % fewer spans/s.",
+        "everything before it): on a 2-core VM, 5 pairs of `benchmarks/ingest.py`, 1 MiB "
+        "against 4 MiB gave an acknowledgement p99 of 26-39 against 35-75 ms (medians 29 and "
+        "44) and stored 13 % fewer spans/s (medians 3,628 and 4,182).",
     )
     spool_dir: Path = Field(
         None,  # type: ignore[assignment]  # filled from database_url by _default_spool_dir
