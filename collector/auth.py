@@ -5,7 +5,10 @@ secret is compared in constant time. The secret has 192 random bits, so a plain 
 (no password-stretching needed). Keys are printed once at creation and never stored.
 
 Roles: ``ingest`` (send telemetry and feedback), ``read``, ``reviewer`` (read + label review
-samples), ``admin`` (everything, and reads across tenants), and ``gateway``: an ingest key of a
+samples), ``admin`` (tenant admin: everything within its own tenant: alerts, receivers,
+silences, rollouts; it reads only its tenant), ``platform-admin`` (a tenant admin that also reads
+across tenants: ``/metrics`` series of every tenant, ``/api/v1/stats?group_by=tenant``; the
+operator's key), and ``gateway``: an ingest key of a
 trusted gateway that serves several tenants. Spans are filed under the key's tenant, whatever
 their attributes say, except that a ``gateway`` key's span carrying :data:`TENANT_ATTRIBUTE`
 (``driftline.tenant``) is filed under that tenant when it is one the key was created for
@@ -31,7 +34,9 @@ from collector.errors import CollectorError
 from collector.store.models import Tenant
 from collector.store.models.api import ApiKey
 
-ROLES = ("ingest", "read", "reviewer", "admin", "gateway")
+#: the role that reads across tenants (the operator's); ``admin`` manages its own tenant only
+PLATFORM_ROLE = "platform-admin"
+ROLES = ("ingest", "read", "reviewer", "admin", PLATFORM_ROLE, "gateway")
 #: what each role may do
 PERMISSIONS: dict[str, frozenset[str]] = {
     "ingest": frozenset({"ingest"}),
@@ -39,6 +44,8 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "read": frozenset({"read"}),
     "reviewer": frozenset({"read", "review"}),
     "admin": frozenset({"ingest", "read", "review", "admin"}),
+    #: ``platform``: read every tenant's series and statistics
+    PLATFORM_ROLE: frozenset({"ingest", "read", "review", "admin", "platform"}),
 }
 CACHE_TTL_S = 30.0
 #: span attribute naming the tenant a gateway served the call for (trusted only as above)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from collector.auth import ROLES
 from collector.errors import MigrationError
 from collector.settings import load_settings
 from collector.store import engine as store_engine
@@ -132,7 +133,8 @@ def keys() -> None:
 @click.option("--tenant", required=True, help="Tenant name (created if new).")
 @click.option(
     "--role",
-    type=click.Choice(["ingest", "read", "reviewer", "admin", "gateway"]),
+    type=click.Choice(list(ROLES)),
+    help="admin: manages its own tenant; platform-admin: also reads every tenant.",
     default="ingest",
     show_default=True,
 )

@@ -16,7 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 
-from collector.auth import ForbiddenError, KeyStore, Principal
+from collector.auth import PLATFORM_ROLE, ForbiddenError, KeyStore, Principal
 from collector.cost.prices import PriceTable
 from collector.ingest.capture import CapturePolicies
 from collector.ingest.writer import BatchWriter
@@ -25,7 +25,7 @@ from collector.telemetry.exposition import Source
 from collector.telemetry.metrics import IngestMetrics
 
 DEV_TENANT = "default"
-DEV_PRINCIPAL = Principal(tenant=DEV_TENANT, role="admin", key_id=None)
+DEV_PRINCIPAL = Principal(tenant=DEV_TENANT, role=PLATFORM_ROLE, key_id=None)
 
 
 @dataclass
@@ -113,7 +113,8 @@ ReadTenant = Annotated[str, Depends(_tenant_with("read"))]
 IngestTenant = Annotated[str, Depends(_tenant_with("ingest", gateway=False))]
 #: tenant of a caller allowed to label review samples
 ReviewTenant = Annotated[str, Depends(_tenant_with("review"))]
-#: tenant of an admin (rollout changes, receivers, keys)
+#: tenant of an admin of that tenant (rollout changes, receivers, silences); a tenant admin
+#: and a platform admin alike act on the key's own tenant only
 AdminTenant = Annotated[str, Depends(_tenant_with("admin"))]
 #: kept for the read routes written before roles existed
 Tenant = ReadTenant

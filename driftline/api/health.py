@@ -1,9 +1,10 @@
 """``/healthz`` and the Prometheus ``/metrics`` exposition.
 
 ``/metrics`` is scoped to the caller (:mod:`collector.telemetry.exposition`): without a key,
-process and ingest-health metrics only; with a key that may read, also the LLM KPI series of
-the key's tenant (no ``tenant`` label); with an admin key (or ``--dev``) every tenant's series
-with a ``tenant`` label. A key that is present but invalid gets 401, never the anonymous view.
+process and ingest-health metrics only; with a key that may read (a tenant's ``admin`` too),
+also the LLM KPI series of the key's tenant (no ``tenant`` label); with a ``platform-admin`` key
+(or ``--dev``) every tenant's series with a ``tenant`` label. A key that is present but invalid
+gets 401, never the anonymous view.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def metrics(request: Request, state: State) -> Response:
     all_tenants = False
     if authorization or state.settings.dev:
         principal = principal_of(state, authorization)  # AuthError -> 401
-        all_tenants = principal.allows("admin")
+        all_tenants = principal.allows("platform")  # a tenant admin sees its own tenant
         tenant = principal.tenant if principal.allows("read") else None
     body = exposition.scoped(
         state.metrics.registry,

@@ -74,7 +74,10 @@ def stats(
     principal: CurrentPrincipal,
     group_by: Annotated[
         str | None,
-        Query(description="comma list of model, variant, rollout, service, bucket, tenant (admin)"),
+        Query(
+            description="comma list of model, variant, rollout, service, bucket, "
+            "tenant (platform-admin)"
+        ),
     ] = None,
     since: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
     until: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
@@ -94,9 +97,9 @@ def stats(
         ),
     ] = "auto",
 ) -> Response:
-    """KPIs of the caller's calls per group; ``group_by=tenant`` (admin keys only) reads every
-    tenant. Metric definitions: :mod:`collector.store.callstats`; sealed hours are read from the
-    lake (:mod:`collector.lake.stats`); each row says its ``source`` and
+    """KPIs of the caller's calls per group; ``group_by=tenant`` (platform-admin keys only)
+    reads every tenant. Metric definitions: :mod:`collector.store.callstats`; sealed hours are
+    read from the lake (:mod:`collector.lake.stats`); each row says its ``source`` and
     ``quantile_relative_error``."""
     tenant = _read_tenant(principal)
     keys = [k.strip() for k in (group_by or "").split(",") if k.strip()]
@@ -105,8 +108,11 @@ def stats(
         known = ", ".join(analytics.GROUP_KEYS)
         raise BadRequestError(f"group_by: unknown key(s) {', '.join(unknown)}; known: {known}")
     all_tenants = "tenant" in keys
-    if all_tenants and not principal.allows("admin"):
-        raise ForbiddenError("group_by=tenant needs an admin API key")
+    if all_tenants and not principal.allows("platform"):
+        raise ForbiddenError(
+            f"group_by=tenant reads every tenant: it needs a platform-admin API key, "
+            f"not {principal.role}"
+        )
     bucket_s = parse_bucket(bucket)
     if "bucket" in keys and bucket_s is None:
         raise BadRequestError("bucket is required when group_by contains bucket (e.g. bucket=1h)")

@@ -342,19 +342,20 @@ def test_empty_store_counts_zero_and_nulls(client: TestClient) -> None:
 
 @pytest.fixture
 def keyed(db_url: str) -> Iterator[tuple[TestClient, dict[str, str]]]:
-    """The app with API keys (not --dev): an admin and a reader of tenant acme, a writer of
-    tenant beta."""
+    """The app with API keys (not --dev): an admin, a platform admin and a reader of tenant
+    acme, a writer of tenant beta."""
     with TestClient(create_app(make_settings(db_url, dev=False, grpc_enabled=False))) as c:
         engine = c.app.state.driftline.engine  # type: ignore[attr-defined]
         keys = {
             "acme_admin": create_key(engine, "acme", "admin"),
+            "acme_platform": create_key(engine, "acme", "platform-admin"),
             "acme_read": create_key(engine, "acme", "read"),
             "beta_ingest": create_key(engine, "beta", "ingest"),
         }
         yield c, {k: f"Bearer {v}" for k, v in keys.items()}
 
 
-def test_tenants_are_isolated_and_group_by_tenant_is_admin_only(
+def test_tenants_are_isolated_and_group_by_tenant_is_platform_admin_only(
     keyed: tuple[TestClient, dict[str, str]], calls: list[Call]
 ) -> None:
     client, keys = keyed
@@ -367,8 +368,11 @@ def test_tenants_are_isolated_and_group_by_tenant_is_admin_only(
     assert r.status_code == 403
     r = client.get("/api/v1/stats", headers={"Authorization": keys["beta_ingest"]})
     assert r.status_code == 403  # an ingest key may not read
-    admin = {"Authorization": keys["acme_admin"]}
-    items = client.get("/api/v1/stats", params={"group_by": "tenant"}, headers=admin).json()
+    admin = {"Authorization": keys["acme_admin"]}  # a tenant admin reads its own tenant only
+    r = client.get("/api/v1/stats", params={"group_by": "tenant"}, headers=admin)
+    assert r.status_code == 403 and "platform-admin" in r.json()["error"]["message"]
+    platform = {"Authorization": keys["acme_platform"]}
+    items = client.get("/api/v1/stats", params={"group_by": "tenant"}, headers=platform).json()
     assert [(i["tenant"], i["count"]) for i in items["items"]] == [("acme", 40), ("beta", 50)]
     assert client.get("/api/v1/stats/engine", headers=read).json()["items"] == []
 

@@ -2,7 +2,8 @@
 
 Scraped without a key it shows process and ingest-health metrics only: no ``tenant``,
 ``model`` or cost label anywhere. A read key sees its own tenant's KPI series (no ``tenant``
-label), an admin key every tenant's (with it), a bad key gets 401.
+label), and so does a tenant's admin key; a platform-admin key sees every tenant's (with it),
+a bad key gets 401.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def keyed(sqlite_url: str) -> Iterator[tuple[TestClient, dict[str, str]]]:
         "acme_read": create_key(eng, "acme", "read"),
         "globex_ingest": create_key(eng, "globex", "ingest"),
         "globex_admin": create_key(eng, "globex", "admin"),
+        "globex_platform": create_key(eng, "globex", "platform-admin"),
     }
     eng.dispose()
     with TestClient(create_app(make_settings(sqlite_url, dev=False, grpc_enabled=False))) as c:
@@ -93,9 +95,22 @@ def test_read_key_sees_its_own_kpis_without_tenant_label(
     assert cost and cost[0].value > 0
 
 
-def test_admin_key_sees_every_tenant_labelled(keyed: tuple[TestClient, dict[str, str]]) -> None:
+def test_tenant_admin_key_sees_only_its_own_tenant(
+    keyed: tuple[TestClient, dict[str, str]],
+) -> None:
     client, keys = keyed
     samples = scrape(client, auth(keys["globex_admin"]))
+    kpi = [s for s in samples if s.name == "driftline_e2e_seconds_count"]
+    assert kpi and all("tenant" not in s.labels for s in samples)
+    assert {s.labels["model"] for s in kpi} == {"globex-model"}
+    assert SECRET not in client.get("/metrics", headers=auth(keys["globex_admin"])).text
+
+
+def test_platform_admin_key_sees_every_tenant_labelled(
+    keyed: tuple[TestClient, dict[str, str]],
+) -> None:
+    client, keys = keyed
+    samples = scrape(client, auth(keys["globex_platform"]))
     counts = {
         (s.labels["tenant"], s.labels["model"]): s.value
         for s in samples
