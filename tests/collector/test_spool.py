@@ -3,6 +3,7 @@ collector with the spool on (acknowledged on fsync, processed into the store).""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -540,14 +541,21 @@ def test_an_idle_io_processor_competes_for_the_disk_once_the_spool_fills() -> No
     stop = threading.Event()
     early = threading.Thread(target=stop.wait)
     early.start()
+    late = threading.Thread(target=stop.wait)  # started below: inherits its creator's class
 
     def classes() -> set[int]:
-        return {psutil.Process(t.id).ionice().ioclass for t in psutil.Process().threads()}
+        """The I/O class of each thread of this process still running when it is read: a
+        thread listed by ``threads()`` may end before its class is read (the last test's
+        threads, this test's own after ``stop``), and a thread that ended has no class."""
+        found: set[int] = set()
+        for t in psutil.Process().threads():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                found.add(psutil.Process(t.id).ionice().ioclass)
+        return found
 
     try:
         io = IdleIo(max_bytes=1000)
         assert io.idle and classes() == {psutil.IOPRIO_CLASS_IDLE}
-        late = threading.Thread(target=stop.wait)  # inherits the class of its creator
         late.start()
         for unprocessed, idle in [(499, True), (500, False), (300, False), (250, False)]:
             io.update(unprocessed)
@@ -561,4 +569,7 @@ def test_an_idle_io_processor_competes_for_the_disk_once_the_spool_fills() -> No
     finally:
         set_io_class(False)
         stop.set()
+        for thread in (early, late):
+            if thread.is_alive():
+                thread.join(10)
     assert classes() == {psutil.IOPRIO_CLASS_NONE}
