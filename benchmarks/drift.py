@@ -3,7 +3,7 @@
 Data (generated once, cached in ``.cache/bench-drift/``; loaded by ``benchmarks/storeload.py``;
 10 M calls: ~4 min, ~8 GB): 1,000,000 calls in a SQLite store (schema from the migrations),
 500,000 in a 12 h reference window and 500,000 in the next 12 h; 10 segments = 5 models ×
-2 variants; prompts are real Dolly prompts without context (shared/data), outputs are short
+2 variants; prompts are real Dolly prompts without context (tests/fixtures/data), outputs are short
 English answers with ~3 % refusals and ~1 % empty outputs; 2 % of calls carry a thumbs vote.
 Two segments drift: one answers longer (output_tokens, e2e_s), one refuses more.
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import subprocess
 import sys
 import time
@@ -52,10 +51,10 @@ from drift.callreaders import lake_reader  # noqa: E402
 from drift.runs import DriftSettings, run_drift  # noqa: E402
 from drift.signals import refusal_sql  # noqa: E402
 from drift.windows import Windows  # noqa: E402
+from tests.support.fixtures import dolly_rows  # noqa: E402
 
 CACHE = REPO / ".cache" / "bench-drift"
 VENV = REPO / ".cache" / "bench-venv"
-DOLLY = REPO.parent / "shared" / "data" / "dolly15k_prompts.jsonl"
 BASE_NS = 1_780_000_000 * 10**9
 HOUR_NS = 3600 * 10**9
 MODELS = ["gpt-4o", "gpt-4o-mini", "claude-sonnet-4", "llama-3.1-8b", "qwen2.5-7b"]
@@ -85,11 +84,7 @@ def generate(path: Path, n: int, seed: int = 7) -> None:
     url = f"sqlite:///{path}"
     store_engine.upgrade(url)
     rng = np.random.default_rng(seed)
-    prompts = [
-        json.loads(line)["prompt"]
-        for line in DOLLY.open(encoding="utf-8")
-        if not json.loads(line)["has_context"]
-    ]
+    prompts = [row["prompt"] for row in dolly_rows() if not row["has_context"]]
     prompt_arr = np.array(prompts, dtype=object)
     prompt_tokens = np.maximum(1, np.array([len(p) for p in prompts]) // 4)
     answers = np.array(ANSWERS, dtype=object)

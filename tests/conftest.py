@@ -28,11 +28,9 @@ from collector.settings import Settings
 from collector.store.engine import upgrade
 from driftline.app import create_app
 from tests.support import free_port, wait_for  # noqa: F401 (re-exported to tests)
+from tests.support.fixtures import CASES, PRICE_FIXTURE  # noqa: F401 (re-exported to tests)
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-CASES = SHARED / "cases"
-PRICE_FIXTURE = CASES / "00_price_table.json"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
 #: where make_settings puts a PostgreSQL store's lake (outside the checkout; removed with it)
 _TEST_LAKES = Path(tempfile.gettempdir()) / "driftline-test-lakes"

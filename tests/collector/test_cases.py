@@ -1,4 +1,4 @@
-"""The OTLP failure cases of ../shared/cases as tests, with their EXPECTED.md values,
+"""The OTLP failure cases of tests/fixtures/cases as tests, with their EXPECTED.md values,
 on SQLite and PostgreSQL, through the real HTTP route."""
 
 from __future__ import annotations

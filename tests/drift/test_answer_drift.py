@@ -1,14 +1,14 @@
 """Answer-embedding drift through the collector: OTLP ingest, the scheduled drift job, the API.
 
-Scenario (databricks-dolly-15k rows with a pasted Wikipedia passage, shared/data): a grounded
-assistant is asked a row's instruction (the prompt, without the passage) and answers with the
-first sentence of the row's passage. Reference and current windows draw their questions from
-the same population of rows, so the prompts do not drift. In the shifted current window, half
-of the answers come from a wrong retrieval index: the first sentence of a sports passage
+Scenario (databricks-dolly-15k rows with a pasted Wikipedia passage, tests/fixtures/data): a
+grounded assistant is asked a row's instruction (the prompt, without the passage) and answers
+with the first sentence of the row's passage. Reference and current windows draw their questions
+from the same population of rows, so the prompts do not drift. In the shifted current window,
+half of the answers come from a wrong retrieval index: the first sentence of a sports passage
 instead of the question's own (the topic of the answers shifts, the questions do not). In the
 stationary current window the answers stay grounded, but 30 % of the calls carry no captured
-answer (no ``gen_ai.output.messages``): they must be left out of the answer sample, not
-embedded as empty strings.
+answer (no ``gen_ai.output.messages``): they must be left out of the answer sample, not embedded
+as empty strings.
 
 The run is :func:`drift.jobs.run_once`, what the collector's scheduler calls (rolling windows:
 the last hour against the hour before), with the real SQLite store and the packaged MiniLM.

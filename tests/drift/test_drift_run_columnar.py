@@ -6,7 +6,6 @@ import dataclasses
 import json
 import math
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,8 +13,7 @@ import pytest
 
 from drift.columnar import ColumnWindow, column_detail, column_report, evaluate_columns
 from drift.report import SignalWindow, drift_report
-
-CASES = Path(__file__).parents[2].parent / "shared" / "cases"
+from tests.support.fixtures import CASES
 
 
 def _column(w: SignalWindow) -> ColumnWindow:

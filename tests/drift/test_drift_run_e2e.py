@@ -1,9 +1,9 @@
 """End to end: calls ingested through /v1/traces, `driftline drift run --once`, runs via the API.
 
 Reference window: Dolly prompts without context; shifted window: half of the prompts carry
-pasted context (shared/data/dolly15k_prompts.jsonl, ``has_context``); stationary window: more
-prompts without context. Prompts travel as ``gen_ai.input.messages`` and their length as
-``gen_ai.usage.input_tokens`` (≈ 4 characters per token).
+pasted context (tests/fixtures/data/dolly15k_prompts.jsonl.gz, ``has_context``); stationary
+window: more prompts without context. Prompts travel as ``gen_ai.input.messages`` and their
+length as ``gen_ai.usage.input_tokens`` (≈ 4 characters per token).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-DATA = Path(__file__).parents[2].parent / "shared" / "data" / "dolly15k_prompts.jsonl"
+from tests.support.fixtures import dolly_rows
+
 JSON_CT = {"content-type": "application/json"}
 HOUR = 3600 * 10**9
 N = 240  # calls per window
@@ -97,10 +98,8 @@ def loaded(client: TestClient) -> tuple[TestClient, int]:
     """Three windows of N calls each: reference, stationary, shifted (base = 4 h ago)."""
     plain: list[str] = []
     context: list[str] = []
-    with DATA.open(encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            (context if row["has_context"] else plain).append(row["prompt"])
+    for row in dolly_rows():
+        (context if row["has_context"] else plain).append(row["prompt"])
     rng = np.random.default_rng(2024)
     plain = [plain[i] for i in rng.permutation(len(plain))]
     context = [context[i] for i in rng.permutation(len(context))]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,8 +13,7 @@ from scipy import stats
 
 from drift.report import Kind, SignalWindow, drift_report, run_test, select_test
 from drift.thresholds import calibrate_quantile_threshold
-
-CASES = Path(__file__).parents[2].parent / "shared" / "cases"
+from tests.support.fixtures import CASES
 
 
 def _load(name: str) -> dict[str, Any]:

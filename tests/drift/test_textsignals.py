@@ -17,7 +17,7 @@ from drift.textsignals import (
     language_mismatch,
     refusal_marker,
 )
-from tests.support.answer_topics import DATA
+from tests.support.fixtures import dolly_lines
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_language_mismatch() -> None:
 def test_detect_languages_equals_detect_language_on_real_prompts() -> None:
     # every 4th Dolly prompt (3,750; a dozen languages by langid's reading) plus edge cases:
     # the same label and the same confidence, bit for bit, as one call per text
-    lines = DATA.open(encoding="utf-8").readlines()[::4]
+    lines = dolly_lines()[::4]
     texts: list[str | None] = [json.loads(line)["prompt"][:2000] for line in lines]
     texts += [
         None, "", "42", "   ", "ok", "ÉCOLE PRIMAIRE À PARIS", "Почему верблюды могут жить?",

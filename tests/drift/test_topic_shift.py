@@ -1,4 +1,4 @@
-"""Topic-shift scenario on real prompts (databricks-dolly-15k, shared/data).
+"""Topic-shift scenario on real prompts (databricks-dolly-15k, tests/fixtures/data).
 
 Reference: prompts without pasted context (open QA, brainstorming, creative writing, ...).
 Current: a mix that shifts towards prompts with pasted context (closed QA, extraction,
@@ -8,16 +8,13 @@ window drawn from the reference population must not alarm.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from drift.embeddings import load_embedder
 from drift.report import SignalWindow, drift_report
+from tests.support.fixtures import dolly_rows
 
-DATA = Path(__file__).parents[2].parent / "shared" / "data" / "dolly15k_prompts.jsonl"
 MAX_SEQ = 128  # same as tests/drift/test_embeddings.py: one cached model per process
 
 
@@ -26,10 +23,8 @@ def pools() -> tuple[list[str], list[str]]:
     """(prompts without context, prompts with context), each shuffled with a fixed seed."""
     plain: list[str] = []
     context: list[str] = []
-    with DATA.open(encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            (context if row["has_context"] else plain).append(row["prompt"])
+    for row in dolly_rows():
+        (context if row["has_context"] else plain).append(row["prompt"])
     rng = np.random.default_rng(15011)
     return [plain[i] for i in rng.permutation(len(plain))], [
         context[i] for i in rng.permutation(len(context))
@@ -43,7 +38,7 @@ def _window(plain: list[str], context: list[str], n: int, share: float) -> list[
 
 def test_dataset_has_the_two_populations(pools: tuple[list[str], list[str]]) -> None:
     plain, context = pools
-    assert (len(plain), len(context)) == (10533, 4461)  # shared/data/README.md
+    assert (len(plain), len(context)) == (10533, 4461)  # tests/fixtures/data/README.md
 
 
 def test_shift_towards_pasted_context_is_detected_on_input_length(

@@ -1,7 +1,7 @@
 """Two-sample tests, distances, multiple testing and calibrated thresholds.
 
 Golden values come from direct scipy calls (or a hand computation where scipy has no
-function); case 18 values from shared/cases/EXPECTED.md.
+function); case 18 values from tests/fixtures/cases/EXPECTED.md.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,8 +33,7 @@ from drift.thresholds import (
     calibrate_threshold,
 )
 from drift.twosample import chi_square_test, ks_test, proportion_z_test
-
-CASES = Path(__file__).parents[2].parent / "shared" / "cases"
+from tests.support.fixtures import CASES
 
 
 def _case18() -> dict[str, Any]:

@@ -16,8 +16,7 @@ from serving.asgi_thread import ServerThread
 from serving.load import LoadOptions, run_load, simulated_feedback_kind, text_quality
 from serving.workload import load_prompts, parse_mix, plan_load
 from tests.serving.conftest import RunningGateway, ids
-
-DOLLY = Path(__file__).resolve().parents[3] / "shared" / "data" / "dolly15k_prompts.jsonl"
+from tests.support.fixtures import dolly_lines
 
 
 def test_shipped_prompt_set_has_hundreds_of_prompts_in_several_categories() -> None:
@@ -28,11 +27,12 @@ def test_shipped_prompt_set_has_hundreds_of_prompts_in_several_categories() -> N
     assert len({p.text for p in prompts}) == len(prompts)
 
 
-@pytest.mark.skipif(not DOLLY.exists(), reason="shared Dolly data not present")
-def test_dolly_prompts_load_without_categories() -> None:
-    prompts = load_prompts(DOLLY)
+def test_dolly_prompts_load_without_categories(tmp_path: Path) -> None:
+    dolly = tmp_path / "dolly15k_prompts.jsonl"  # the plain JSONL a user would pass
+    dolly.write_text("".join(dolly_lines()), encoding="utf-8")
+    prompts = load_prompts(dolly)
     assert len(prompts) > 10_000 and {p.category for p in prompts} == {"uncategorized"}
-    by_context = load_prompts(DOLLY, category_field="has_context")
+    by_context = load_prompts(dolly, category_field="has_context")
     assert {p.category for p in by_context} == {"True", "False"}
 
 

@@ -1,4 +1,4 @@
-"""The answer-topic scenario on databricks-dolly-15k (shared/data), shared by
+"""The answer-topic scenario on databricks-dolly-15k (tests/fixtures/data), shared by
 ``tests/drift/test_answer_drift.py`` and ``benchmarks/answer_drift_power.py``.
 
 Rows that carry a pasted passage (mostly Wikipedia) become grounded calls: the prompt is the
@@ -9,13 +9,12 @@ shifted window answers from, so only the answers change topic.
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "dolly15k_prompts.jsonl"
+from tests.support.fixtures import dolly_rows
+
 #: a passage is about sport when it names one of these (case-insensitive, whole words)
 SPORT = re.compile(
     r"\b(football|soccer|basketball|baseball|cricket|tennis|golf|rugby|hockey|olympics|"
@@ -38,15 +37,13 @@ def answer_pools(seed: int = 20) -> tuple[list[tuple[str, str]], list[str]]:
     by ``np.random.default_rng(seed)``. Sizes: 3,999 and 462."""
     grounded: list[tuple[str, str]] = []
     sport: list[str] = []
-    with DATA.open(encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            if not row["has_context"]:
-                continue
-            if SPORT.search(row["context"]):
-                sport.append(first_sentence(row["context"]))
-            else:
-                grounded.append((row["instruction"], first_sentence(row["context"])))
+    for row in dolly_rows():
+        if not row["has_context"]:
+            continue
+        if SPORT.search(row["context"]):
+            sport.append(first_sentence(row["context"]))
+        else:
+            grounded.append((row["instruction"], first_sentence(row["context"])))
     rng = np.random.default_rng(seed)
     return [grounded[i] for i in rng.permutation(len(grounded))], [
         sport[i] for i in rng.permutation(len(sport))
