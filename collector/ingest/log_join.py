@@ -20,6 +20,7 @@ Evaluation results are upserted into ``external_scores``.
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 import time
 from collections.abc import Iterable
@@ -30,16 +31,20 @@ from typing import Any, cast
 import orjson
 from sqlalchemy import Connection, Engine, Table, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
 
 from collector.errors import BadRequestError, StoreUnavailableError
 from collector.ingest.capture import apply_policy
-from collector.ingest.logs import DETAILS_EVENT, LogBatch
+from collector.ingest.decode import MAX_UNIX_NANO
+from collector.ingest.logs import DETAILS_EVENT, Evaluation, LogBatch
 from collector.ingest.normalize import extract
 from collector.ingest.prepare import Item
+from collector.ingest.values import to_float
 from collector.ingest.writer import BatchWriter
 from collector.store import bulk
+from collector.store.failures import is_transient
 from collector.store.models.logs import GenAILogEvent
+from collector.store.models.scores import ExternalScore
 from collector.store.schema import SpanData
 from collector.store.scores import insert_scores, link
 
@@ -141,10 +146,15 @@ class LogJoiner:
         """Store the batch's records (one transaction), then re-write the spans already stored
         through ``writer`` so that the join runs; the future resolves after that commit.
 
+        Records the store cannot hold are rejected first (:func:`reject_unstorable`: counted in
+        ``batch.rejected`` with their reason); on PostgreSQL U+0000 is stored as U+FFFD
+        (:func:`for_postgres`). A batch left with nothing to store writes nothing.
+
         Raises:
-            StoreUnavailableError: the store is down (503). BadRequestError: it refused them.
-            QueueFullError: the writer's queue is full (503).
+            StoreUnavailableError: the store is down (503). BadRequestError: it refused them
+            (its ``__cause__`` is the driver's error). QueueFullError: the writer's queue is full.
         """
+        reject_unstorable(batch)
         received = time.time_ns()
         rows: list[dict[str, Any]] = []
         for trace_id, span_id, ev in batch.content:
@@ -161,44 +171,115 @@ class LogJoiner:
                     "counted": False,
                 }
             )
-        scores = [
-            {
-                "score_id": _digest(e.trace_id, e.span_id, e.response_id, e.name, e.time_unix_nano),
-                "trace_id": e.trace_id,
-                "span_id": e.span_id,
-                "response_id": e.response_id,
-                "session_id": None,
-                "name": e.name,
-                "data_type": "numeric" if e.score_value is not None else "categorical",
-                "value": e.score_value,
-                "label": e.score_label,
-                "comment": e.explanation,
-                "source": "otel_event",
-                "evaluator": None,
-                "attributes": e.attributes,
-                "timestamp_unix_nano": e.time_unix_nano or received,
-            }
-            for e in batch.evaluations
-        ]
+        scores = [_score_row(e, received) for e in batch.evaluations]
+        if self._engine.dialect.name == "postgresql":  # text and jsonb cannot hold U+0000
+            rows, scores = for_postgres(rows), for_postgres(scores)
         keys = sorted({(r["trace_id"], r["span_id"]) for r in rows})
+        if not rows and not scores:
+            return writer.submit(tenant, [])  # resolved: nothing to store
         if rows:
             with self._lock:
                 self._tenants.add(tenant)
         try:
             with self._engine.begin() as conn:
-                _upsert_records(conn, list({r["event_key"]: r for r in rows}.values()))
+                if rows:
+                    _upsert_records(conn, list({r["event_key"]: r for r in rows}.values()))
                 if scores:  # idempotent: a re-sent record keeps the stored score
                     insert_scores(conn, tenant, [link(conn, tenant, s) for s in scores])
                 spans = bulk.load_spans(conn, tenant, keys) if keys else {}
-        except OperationalError as exc:
-            raise StoreUnavailableError(f"the store is unavailable: {exc.orig}") from exc
         except DBAPIError as exc:
+            if is_transient(exc):
+                raise StoreUnavailableError(f"the store is unavailable: {exc.orig}") from exc
             raise BadRequestError(f"the log records could not be stored: {exc.orig}") from exc
         items = [
             Item(s, extract(s, max_text_chars=self._max_text_chars), rewrite=True)
             for s in spans.values()
         ]
         return writer.submit(tenant, [i for i in items if i.extract is not None])
+
+
+def _score_row(e: Evaluation, received: int) -> dict[str, Any]:
+    """The ``external_scores`` row of an evaluation record (a non-finite score is unknown:
+    NULL, never 0)."""
+    value = to_float(e.score_value)
+    return {
+        "score_id": _digest(e.trace_id, e.span_id, e.response_id, e.name, e.time_unix_nano),
+        "trace_id": e.trace_id,
+        "span_id": e.span_id,
+        "response_id": e.response_id,
+        "session_id": None,
+        "name": e.name,
+        "data_type": "numeric" if value is not None else "categorical",
+        "value": value,
+        "label": e.score_label,
+        "comment": e.explanation,
+        "source": "otel_event",
+        "evaluator": None,
+        "attributes": e.attributes,
+        "timestamp_unix_nano": e.time_unix_nano or received,
+    }
+
+
+#: the sender's text fields of a score and their column's length (the model is the source)
+_SCORE_LIMITS = {
+    attr: cast(Any, ExternalScore.__table__.c[col].type).length
+    for attr, col in (("name", "name"), ("score_label", "label"), ("response_id", "response_id"))
+}
+
+
+def _evaluation_error(e: Evaluation) -> str | None:
+    if e.time_unix_nano > MAX_UNIX_NANO:
+        return (
+            f"evaluation {e.name[:64]!r}: time_unix_nano {e.time_unix_nano} is past 2262 and "
+            "does not fit a signed 64-bit integer"
+        )
+    for attr, limit in _SCORE_LIMITS.items():
+        value = getattr(e, attr)
+        if value is not None and len(value) > limit:
+            return f"evaluation {e.name[:64]!r}: {attr} is longer than {limit} characters"
+    return None
+
+
+def reject_unstorable(batch: LogBatch) -> None:
+    """Drop from ``batch`` (in place) the records no store can hold, each counted in
+    ``batch.rejected`` with its reason: a time at or past 2**63 ns (OTLP's times are unsigned
+    64-bit, the store's signed) and an evaluation name, label or response id longer than its
+    column (128, 128, 512 characters: rejected rather than truncated, since they identify)."""
+    kept = []
+    for e in batch.evaluations:
+        error = _evaluation_error(e)
+        if error is None:
+            kept.append(e)
+        else:
+            batch.reject(error)
+    batch.evaluations = kept
+    content = []
+    for trace_id, span_id, ev in batch.content:
+        t = ev.get("time_unix_nano")
+        if isinstance(t, int) and t > MAX_UNIX_NANO:
+            batch.reject(
+                f"{ev.get('name')} record of span {span_id}: time_unix_nano {t} is past 2262 "
+                "and does not fit a signed 64-bit integer"
+            )
+        else:
+            content.append((trace_id, span_id, ev))
+    batch.content = content
+
+
+def for_postgres(value: Any) -> Any:
+    """``value`` (str, float, dict, list; others as they are) as PostgreSQL can hold it: every
+    U+0000 in its strings and keys replaced by U+FFFD (text and jsonb cannot hold NUL; as
+    :mod:`collector.store.bulk` does for spans; replaced rather than stripped, so that the text
+    shows where it was) and a non-finite float as None (jsonb has no NaN or infinity)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {for_postgres(k): for_postgres(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [for_postgres(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True, slots=True)

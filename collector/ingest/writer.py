@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
 
 from collector.cost.prices import PriceTable
 from collector.errors import BadRequestError, QueueFullError, StoreUnavailableError
@@ -29,6 +29,7 @@ from collector.ingest.joins import Key, resolve_calls
 from collector.ingest.normalize import CallRecord, Extract, finalize
 from collector.ingest.prepare import Item
 from collector.store import bulk
+from collector.store.failures import is_transient
 from collector.store.schema import CALL_COLUMNS, SpanData
 
 log = logging.getLogger(__name__)
@@ -317,34 +318,15 @@ class BatchWriter:
             try:
                 try:
                     self._write(jobs)
-                except OperationalError:
-                    raise
-                except Exception:
-                    if len(jobs) == 1:
+                except Exception as exc:
+                    if len(jobs) == 1 or is_transient(exc):
                         raise
                     # isolate the request whose data fails (database refusal, driver
                     # overflow...): the other clients' requests are written on their own
                     for j in jobs:
                         self._write_one(j)
-            except OperationalError as exc:
-                log.error("store unavailable, %d spans not written: %s", self._count(jobs), exc)
-                for j in jobs:
-                    if not j.future.done():
-                        j.future.set_exception(
-                            StoreUnavailableError(f"the store is unavailable: {exc.orig}")
-                        )
-            except DBAPIError as exc:
-                log.error("the store refused %d spans: %s", self._count(jobs), exc)
-                for j in jobs:
-                    if not j.future.done():
-                        j.future.set_exception(
-                            BadRequestError(f"the spans could not be stored: {exc.orig}")
-                        )
             except Exception as exc:
-                log.exception("write of %d spans failed", self._count(jobs))
-                for j in jobs:
-                    if not j.future.done():
-                        j.future.set_exception(exc)
+                self._fail(jobs, exc)
             finally:
                 self.write_seconds_last = time.perf_counter() - t0
                 n = self._count(jobs)
@@ -355,14 +337,27 @@ class BatchWriter:
     def _write_one(self, job: _Job) -> None:
         try:
             self._write([job])
-        except OperationalError as exc:
-            job.future.set_exception(StoreUnavailableError(f"the store is unavailable: {exc}"))
-        except DBAPIError as exc:
-            log.error("the store refused one request's %d spans: %s", len(job.items), exc)
-            job.future.set_exception(BadRequestError(f"the spans could not be stored: {exc.orig}"))
         except Exception as exc:
-            log.exception("write of one request's %d spans failed", len(job.items))
-            job.future.set_exception(exc)
+            self._fail([job], exc)
+
+    def _fail(self, jobs: list[_Job], exc: Exception) -> None:
+        """Resolve the futures of ``jobs`` not yet resolved with the error the caller acts on:
+        StoreUnavailableError when the store is down (:func:`is_transient`: retry),
+        BadRequestError (its cause the store's error) when it refused the data, else ``exc``."""
+        out: Exception = exc
+        if isinstance(exc, DBAPIError):
+            if is_transient(exc):
+                log.error("store unavailable, %d spans not written: %s", self._count(jobs), exc)
+                out = StoreUnavailableError(f"the store is unavailable: {exc.orig}")
+            else:
+                log.error("the store refused %d spans: %s", self._count(jobs), exc)
+                out = BadRequestError(f"the spans could not be stored: {exc.orig}")
+            out.__cause__ = exc
+        elif not is_transient(exc):
+            log.error("write of %d spans failed: %r", self._count(jobs), exc)
+        for j in jobs:
+            if not j.future.done():
+                j.future.set_exception(out)
 
     @staticmethod
     def _count(jobs: list[_Job]) -> int:
