@@ -48,6 +48,18 @@ class Settings(BaseSettings):
         gt=0,
         description="Largest OTLP body accepted, measured after decompression (HTTP 413 above).",
     )
+    max_request_bytes: int = Field(
+        8 * 1024 * 1024,
+        gt=0,
+        description="Largest body of a REST request (everything but OTLP): HTTP 413 as soon as "
+        "Content-Length or the streamed body passes it, before the body is parsed.",
+    )
+    grpc_max_message_bytes: int = Field(
+        16 * 1024 * 1024,
+        gt=0,
+        description="Largest OTLP/gRPC message received or sent (gRPC's "
+        "max_receive/send_message_length): RESOURCE_EXHAUSTED above, before it is parsed.",
+    )
     queue_max_spans: int = Field(
         200_000,
         gt=0,

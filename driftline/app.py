@@ -38,6 +38,7 @@ from driftline.api import scores as api_scores
 from driftline.api import sessions as api_sessions
 from driftline.api import traces as api_traces
 from driftline.api.deps import DEV_TENANT, AppState, principal_of
+from driftline.api.limits import LimitsMiddleware
 from driftline.jobs import load_jobs
 
 log = logging.getLogger(__name__)
@@ -163,7 +164,7 @@ def create_app(settings: Settings) -> FastAPI:
                 logs_servicer,
                 settings.host,
                 settings.grpc_port,
-                max_message_bytes=settings.max_body_bytes,
+                max_message_bytes=settings.grpc_max_message_bytes,
             )
             log.info("OTLP/gRPC receiver on %s:%s", settings.host, state.grpc_port)
         app.state.driftline = state
@@ -192,6 +193,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    app.add_middleware(LimitsMiddleware, max_request_bytes=settings.max_request_bytes)
     for router in ROUTERS:
         app.include_router(router)
     return app

@@ -197,6 +197,9 @@ def start_grpc_server(
 ) -> tuple[grpc.Server, int]:
     """Start the gRPC server; returns it and the bound port (``port=0`` picks a free one).
 
+    ``max_message_bytes`` bounds each message received and sent (``DRIFTLINE_GRPC_MAX_MESSAGE_
+    BYTES``): a larger request is refused with RESOURCE_EXHAUSTED before it is parsed.
+
     Raises:
         RuntimeError: the address could not be bound.
     """
@@ -204,7 +207,7 @@ def start_grpc_server(
         futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="driftline-grpc"),
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_send_message_length", 4 * 1024 * 1024),
+            ("grpc.max_send_message_length", max_message_bytes),
         ],
     )
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(servicer, server)
