@@ -82,8 +82,10 @@ def rig(db_url: str, tmp_path: Path) -> Iterator[Rig]:
         engine.dispose()
 
 
-def _eval(name: str = "relevance", *, at: int | None = None, **attrs: Any) -> LogRecord:
-    rec = record(EVAL, span=None, attrs={"gen_ai.evaluation.name": name, **attrs})
+def _eval(
+    name: str = "relevance", *, at: int | None = None, attrs: dict[str, Any] | None = None
+) -> LogRecord:
+    rec = record(EVAL, span=None, attrs={"gen_ai.evaluation.name": name, **(attrs or {})})
     if at is not None:
         rec.time_unix_nano = at
     return rec
@@ -92,7 +94,7 @@ def _eval(name: str = "relevance", *, at: int | None = None, **attrs: Any) -> Lo
 def test_an_evaluation_only_export_is_stored_and_the_next_tenant_goes_on(rig: Rig) -> None:
     """An OTel GenAI evaluator's export: evaluation records, no content record (the joiner
     ran an INSERT with no rows: ``DEFAULT VALUES``, NOT NULL failed, retried for ever)."""
-    rig.append_logs("a", _eval(**{"gen_ai.evaluation.score.value": 0.75}))
+    rig.append_logs("a", _eval(attrs={"gen_ai.evaluation.score.value": 0.75}))
     rig.append_span_of_b()
     rig.drained()
     assert rig.b_span_stored()
@@ -114,8 +116,8 @@ def test_an_evaluation_time_past_int64_is_rejected_alone(rig: Rig) -> None:
 def test_non_finite_scores_are_stored_as_unknown(rig: Rig) -> None:
     rig.append_logs(
         "a",
-        _eval("nan", **{"gen_ai.evaluation.score.value": float("nan")}),
-        _eval("inf", **{"gen_ai.evaluation.score.value": float("inf")}),
+        _eval("nan", attrs={"gen_ai.evaluation.score.value": float("nan")}),
+        _eval("inf", attrs={"gen_ai.evaluation.score.value": float("inf")}),
     )
     rig.append_span_of_b()
     rig.drained()
@@ -134,10 +136,10 @@ def test_nul_characters_and_over_long_names_do_not_stop_the_store(rig: Rig) -> N
         "a",
         _eval(
             "nul\x00name",
-            **{"gen_ai.evaluation.explanation": "why\x00not", "x.attr": "v\x00"},
+            attrs={"gen_ai.evaluation.explanation": "why\x00not", "x.attr": "v\x00"},
         ),
         _eval("n" * 129),
-        _eval("label", **{"gen_ai.evaluation.score.label": "l" * 129}),
+        _eval("label", attrs={"gen_ai.evaluation.score.label": "l" * 129}),
         _eval("n" * 128),
         record("gen_ai.user.message", span=7, body={"content": "hi\x00there"}),
     )
