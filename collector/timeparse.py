@@ -8,10 +8,14 @@ everywhere.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import time
 
 NS = 1_000_000_000
+#: the latest time a stored ``*_unix_nano`` (int64) holds: 2262-04-11T23:47:16.854775807Z;
+#: times before 1970-01-01 are refused too (no telemetry is that old)
+MAX_UNIX_NANO = 2**63 - 1
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -20,6 +24,26 @@ def parse_duration_s(value: str) -> float | None:
     """Seconds of a duration like ``30s``, ``15m``, ``2h``, ``7d``; None if ``value`` is not one."""
     m = _DURATION.match(value.strip())
     return float(m.group(1)) * _UNIT_S[m.group(2)] if m else None
+
+
+def unix_nano(seconds: float, *, name: str) -> int:
+    """Unix nanoseconds of ``seconds`` (unix seconds, finite, 0 .. :data:`MAX_UNIX_NANO` ns).
+
+    Raises:
+        ValueError: NaN, infinite or out of that range; the message names ``name``.
+    """
+    if not math.isfinite(seconds):
+        raise ValueError(f"{name} must be a finite time, got {seconds!r}")
+    return _checked(int(seconds * NS), name=name, shown=seconds)
+
+
+def _checked(ns: int, *, name: str, shown: object) -> int:
+    if not 0 <= ns <= MAX_UNIX_NANO:
+        raise ValueError(
+            f"{name} must be a time from 1970-01-01 to 2262-04-11 (unix seconds 0 .. "
+            f"{MAX_UNIX_NANO // NS}), got {shown!r}"
+        )
+    return ns
 
 
 def parse_time_ns(
@@ -35,17 +59,23 @@ def parse_time_ns(
         durations: accept ``<number><s|m|h|d>`` as "that long ago".
 
     Raises:
-        ValueError: none of the accepted forms; the message names ``name``.
+        ValueError: none of the accepted forms, or a time outside 1970-01-01 .. 2262-04-11
+            (:func:`unix_nano`); the message names ``name``.
     """
     text = value.strip()
     if durations:
         ago_s = parse_duration_s(text)
         if ago_s is not None:
-            return (time.time_ns() if now_ns is None else now_ns) - int(ago_s * NS)
+            now = time.time_ns() if now_ns is None else now_ns
+            if not ago_s * NS <= MAX_UNIX_NANO:  # 1e400d is inf seconds
+                raise ValueError(f"{name}: a duration of at most 292 years, got {value!r}")
+            return _checked(now - int(ago_s * NS), name=name, shown=value)
     try:
-        return int(float(text) * NS)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        return unix_nano(seconds, name=name)
     try:
         parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -54,4 +84,4 @@ def parse_time_ns(
         raise ValueError(f"{name} must be {forms}, got {value!r}") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
-    return int(parsed.timestamp() * 1_000_000) * 1000
+    return _checked(int(parsed.timestamp() * 1_000_000) * 1000, name=name, shown=value)

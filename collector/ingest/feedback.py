@@ -8,6 +8,7 @@ vote per (user, target): the latest by timestamp wins (target = the linked call,
 from __future__ import annotations
 
 import datetime as dt
+import math
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,7 +19,7 @@ from sqlalchemy import Connection, Engine, and_, insert, or_, select, update
 
 from collector.store.models import LLMCall
 from collector.store.models.api import Feedback
-from collector.timeparse import parse_time_ns
+from collector.timeparse import parse_time_ns, unix_nano
 
 KINDS = ("thumbs_up", "thumbs_down", "rating", "regenerate", "escalation", "comment")
 VOTE_KINDS = ("thumbs_up", "thumbs_down")
@@ -54,14 +55,38 @@ def _hex_id(value: Any, size: int, name: str) -> str | None:
     return v
 
 
+def has_nul(value: Any) -> bool:
+    """True when a string anywhere in ``value`` (JSON: str, list, dict keys and values)
+    holds a NUL character, which PostgreSQL text and JSONB cannot store (walked without
+    recursion: a body may be nested as deep as the JSON parser allows)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
 def _timestamp(value: Any) -> int:
+    """Unix ns of a feedback ``timestamp``: now when absent; 1970-01-01 .. 2262-04-11."""
     if value is None or value == "":
         return time.time_ns()
     if isinstance(value, bool):
         raise ValueError("timestamp must be ISO 8601 or unix seconds")
     if isinstance(value, int | float):
-        return int(value * 1e9)
+        try:
+            return unix_nano(float(value), name="timestamp")
+        except OverflowError:  # an int past a float's range (10**400)
+            raise ValueError("timestamp must be a time from 1970-01-01 to 2262-04-11") from None
     if isinstance(value, str):
+        if len(value) > 64:
+            raise ValueError("timestamp must be at most 64 characters")
         return parse_time_ns(value, name="timestamp", durations=False)
     raise ValueError("timestamp must be ISO 8601 or unix seconds")
 
@@ -77,6 +102,8 @@ def parse_event(raw: Mapping[str, Any]) -> FeedbackEvent:
     """
     if not isinstance(raw, Mapping):
         raise ValueError("feedback must be a JSON object")
+    if has_nul(raw):
+        raise ValueError("feedback must not contain NUL characters (\\u0000)")
     kind = raw.get("kind")
     value = raw.get("value")
     if kind is None and isinstance(value, str):
@@ -87,6 +114,13 @@ def parse_event(raw: Mapping[str, Any]) -> FeedbackEvent:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
         raise ValueError("value must be a number")
+    if value is not None:
+        try:  # NaN and Infinity parse from JSON; an int may exceed a float's range
+            finite = math.isfinite(value)
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise ValueError("value must be a finite number")
     if kind == "rating" and value is None:
         raise ValueError("a rating needs a numeric value")
     trace_id = _hex_id(raw.get("trace_id"), 32, "trace_id")
@@ -108,6 +142,10 @@ def parse_event(raw: Mapping[str, Any]) -> FeedbackEvent:
         raise ValueError("metadata must be an object")
     comment = raw.get("comment")
     user = raw.get("user_id")
+    if user is not None and len(str(user)) > 256:
+        raise ValueError("user_id must be at most 256 characters")
+    if meta.get("source") is not None and len(str(meta["source"])) > 64:
+        raise ValueError("metadata.source must be at most 64 characters")
     return FeedbackEvent(
         feedback_id=fid,
         kind=str(kind),

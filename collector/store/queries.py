@@ -64,14 +64,26 @@ def encode_cursor(values: tuple[Any, ...]) -> str:
     return base64.urlsafe_b64encode(orjson.dumps(list(values))).decode().rstrip("=")
 
 
+def cursor_int(value: Any) -> int:
+    """``value`` when it is an int64 (what a stored time or id in a cursor is).
+
+    Raises:
+        ValueError: not an integer, or outside int64 (a forged cursor; the store would
+            overflow binding it).
+    """
+    if type(value) is not int or not -(2**63) <= value < 2**63:
+        raise ValueError("not an int64")
+    return value
+
+
 def decode_cursor(cursor: str) -> tuple[int, str, str]:
     """Raises ValueError when the cursor was not produced by :func:`encode_cursor`."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         start, trace_id, span_id = orjson.loads(raw)
-        return int(start), str(trace_id), str(span_id)
+        return cursor_int(start), str(trace_id), str(span_id)
     except Exception:
-        raise ValueError(f"invalid cursor {cursor!r}") from None
+        raise ValueError(f"invalid cursor {cursor[:64]!r}") from None
 
 
 def list_calls(

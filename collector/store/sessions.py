@@ -17,7 +17,13 @@ from collector.store.models import LLMCall
 from collector.store.models.api import Feedback
 from collector.store.models.judges import JudgeResultRow
 from collector.store.models.scores import ExternalScore
-from collector.store.queries import MAX_PAGE, call_to_dict, encode_cursor, iso_from_unix_nano
+from collector.store.queries import (
+    MAX_PAGE,
+    call_to_dict,
+    cursor_int,
+    encode_cursor,
+    iso_from_unix_nano,
+)
 
 #: calls returned by :func:`get_session` at most (oldest first)
 MAX_SESSION_CALLS = 1000
@@ -27,9 +33,9 @@ def _decode_cursor(cursor: str) -> tuple[int, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         last, session_id = orjson.loads(raw)
-        return int(last), str(session_id)
+        return cursor_int(last), str(session_id)
     except Exception:
-        raise ValueError(f"invalid cursor {cursor!r}") from None
+        raise ValueError(f"invalid cursor {cursor[:64]!r}") from None
 
 
 def _feedback_counts(

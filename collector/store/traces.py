@@ -15,7 +15,13 @@ import orjson
 from sqlalchemy import Connection, and_, case, func, select, tuple_
 
 from collector.store.models import LLMCall, Span
-from collector.store.queries import MAX_PAGE, call_to_dict, encode_cursor, iso_from_unix_nano
+from collector.store.queries import (
+    MAX_PAGE,
+    call_to_dict,
+    cursor_int,
+    encode_cursor,
+    iso_from_unix_nano,
+)
 from collector.store.schema import SPAN_TREE_COLUMNS
 from collector.store.trace_tree import build_tree
 
@@ -48,9 +54,9 @@ def _decode_cursor(cursor: str) -> tuple[int, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         start, trace_id = orjson.loads(raw)
-        return int(start), str(trace_id)
+        return cursor_int(start), str(trace_id)
     except Exception:
-        raise ValueError(f"invalid cursor {cursor!r}") from None
+        raise ValueError(f"invalid cursor {cursor[:64]!r}") from None
 
 
 def list_traces(

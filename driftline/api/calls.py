@@ -8,26 +8,11 @@ from fastapi import APIRouter, Depends, Query
 
 from collector.errors import BadRequestError, NotFoundError
 from collector.store import queries
-from collector.timeparse import parse_time_ns
 from driftline.api.deps import State, Tenant
-from driftline.api.params import reject_unknown_params
+from driftline.api.params import Cursor, Since, Until, reject_unknown_params
+from driftline.api.params import parse_time as parse_time  # re-exported: older imports
 
 router = APIRouter(prefix="/api/v1", tags=["calls"])
-
-
-def parse_time(value: str | None, name: str) -> int | None:
-    """Unix nanoseconds from unix seconds, ISO 8601 (naive = UTC) or a duration ago (``2h``):
-    :func:`collector.timeparse.parse_time_ns`; None when absent.
-
-    Raises:
-        BadRequestError: none of these forms (HTTP 400, names the parameter).
-    """
-    if value is None or value == "":
-        return None
-    try:
-        return parse_time_ns(value, name=name)
-    except ValueError as exc:
-        raise BadRequestError(str(exc)) from None
 
 
 def hex_id(value: str | None, size: int, name: str) -> str | None:
@@ -61,10 +46,10 @@ def list_calls(
         Query(description="full-text search of the captured (redacted) text: every word"),
     ] = None,
     has_feedback: bool | None = None,
-    since: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
-    until: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
+    since: Since = None,
+    until: Until = None,
     limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = 100,
-    cursor: str | None = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
     flt = queries.CallFilter(
         trace_id=hex_id(trace_id, 32, "trace_id"),

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from collector.errors import BadRequestError, NotFoundError
 from collector.store import driftqueries
 from driftline.api.deps import ReadTenant, State
+from driftline.api.params import Cursor
 
 router = APIRouter(prefix="/api/v1", tags=["drift"])
 
@@ -26,7 +27,7 @@ def list_drift_runs(
     state: State,
     tenant: ReadTenant,
     limit: Annotated[int, Query(ge=1, le=driftqueries.MAX_PAGE)] = 50,
-    cursor: str | None = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
     try:
         with state.engine.connect() as conn:

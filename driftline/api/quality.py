@@ -15,8 +15,8 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from collector.errors import BadRequestError, NotFoundError
-from driftline.api.calls import parse_time
 from driftline.api.deps import CurrentPrincipal, ReadTenant, ReviewTenant, State
+from driftline.api.params import Since, Until, parse_time
 from judges.quality import GroupBy, group_to_dict, quality_by_group
 from judges.results import list_results
 from judges.review import (
@@ -35,7 +35,7 @@ class LabelIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    score: int | None = None
+    score: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
     skip: bool = False
     comment: str | None = Field(None, max_length=20_000)
     corrected_output: str | None = Field(None, max_length=1_000_000)
@@ -126,8 +126,8 @@ def quality(
     tenant: ReadTenant,
     group_by: GroupBy = "variant",
     rubric: str | None = None,
-    since: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
-    until: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
+    since: Since = None,
+    until: Until = None,
     confidence: Annotated[float, Query(gt=0.0, lt=1.0)] = 0.9,
 ) -> dict[str, Any]:
     """One item per (rubric, judge model, group value) of calls started in [since, until)."""
@@ -156,13 +156,13 @@ def judge_results(
     call_id: str | None = None,
     rubric: str | None = None,
     status: Annotated[str | None, Query(pattern="^(ok|failed)$")] = None,
-    cursor: str | None = None,
+    cursor: Annotated[str | None, Query(max_length=32)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
-    """Oldest first; ``next_cursor`` pages on."""
+    """Oldest first; ``next_cursor`` pages on (a result id, decimal, below 2**63)."""
     after = None
     if cursor is not None:
-        if not cursor.isdigit():
+        if not (cursor.isascii() and cursor.isdigit()) or int(cursor) >= 2**63:
             raise BadRequestError(f"cursor must be a cursor returned by this API, got {cursor!r}")
         after = int(cursor)
     with state.engine.connect() as conn:

@@ -10,14 +10,15 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from collector.errors import BadRequestError
+from collector.ingest.feedback import has_nul
 from collector.store import scores
 from collector.store.queries import MAX_PAGE
-from driftline.api.calls import hex_id, parse_time
+from driftline.api.calls import hex_id
 from driftline.api.deps import IngestTenant, State, Tenant
-from driftline.api.params import reject_unknown_params
+from driftline.api.params import MAX_TIME_CHARS, Cursor, parse_time, reject_unknown_params
 from judges.review import configured_rubrics
 from judges.rubrics import Rubric
 from judges.score_configs import resolve
@@ -38,12 +39,20 @@ class ScoreIn(BaseModel):
     session_id: str | None = Field(default=None, max_length=256)
     name: str = Field(min_length=1, max_length=128)
     data_type: str | None = None
-    value: float | None = None
+    value: float | None = Field(default=None, allow_inf_nan=False)
     label: str | None = Field(default=None, max_length=128)
     comment: str | None = None
     evaluator: str | None = Field(default=None, max_length=256)
-    timestamp: str | None = None
+    #: unix seconds, ISO 8601 or a duration ago; 1970-01-01 .. 2262-04-11 (params.parse_time)
+    timestamp: str | None = Field(default=None, max_length=MAX_TIME_CHARS)
     attributes: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _no_nul(self) -> ScoreIn:
+        """PostgreSQL text and JSONB cannot hold NUL: refused here, not a 500 at insert."""
+        if has_nul(self.model_dump()):
+            raise ValueError("score must not contain NUL characters (\\u0000)")
+        return self
 
 
 def _row(raw: Any, rubrics: dict[str, Rubric]) -> dict[str, Any]:
@@ -119,7 +128,7 @@ def list_scores(
     name: str | None = None,
     session: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    cursor: str | None = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
     try:
         with state.engine.connect() as conn:

@@ -9,9 +9,10 @@ from fastapi import APIRouter, Depends, Query
 from collector.errors import BadRequestError, NotFoundError
 from collector.store import sessions
 from collector.store.queries import MAX_PAGE
-from driftline.api.calls import parse_time
 from driftline.api.deps import State, Tenant
-from driftline.api.params import reject_unknown_params
+from driftline.api.params import MAX_TIME_CHARS, Cursor, parse_time, reject_unknown_params
+
+_ACTIVITY = "last activity {} (unix s, ISO 8601 or a duration ago)"
 
 router = APIRouter(prefix="/api/v1", tags=["sessions"])
 
@@ -25,10 +26,14 @@ def list_sessions(
     state: State,
     tenant: Tenant,
     user: str | None = None,
-    since: Annotated[str | None, Query(description="last activity >= (unix s or ISO)")] = None,
-    until: Annotated[str | None, Query(description="last activity < (unix s or ISO)")] = None,
+    since: Annotated[
+        str | None, Query(max_length=MAX_TIME_CHARS, description=_ACTIVITY.format(">="))
+    ] = None,
+    until: Annotated[
+        str | None, Query(max_length=MAX_TIME_CHARS, description=_ACTIVITY.format("<"))
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    cursor: str | None = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
     try:
         with state.engine.connect() as conn:

@@ -19,7 +19,7 @@ from collector.lake import stats as lake_stats
 from collector.store import analytics
 from driftline.api.calls import parse_time
 from driftline.api.deps import CurrentPrincipal, State
-from driftline.api.params import reject_unknown_params
+from driftline.api.params import check_seconds, reject_unknown_params
 
 router = APIRouter(prefix="/api/v1", tags=["stats"])
 
@@ -41,7 +41,7 @@ def parse_bucket(value: str | None) -> float | None:
     seconds = float(m.group(1)) * _UNITS_S[m.group(2) or "s"]
     if seconds < 1:
         raise BadRequestError(f"bucket must be at least 1 second, got {value!r}")
-    return seconds
+    return check_seconds(seconds, "bucket")  # at most params.MAX_SECONDS
 
 
 def _read_tenant(principal: Principal) -> str:

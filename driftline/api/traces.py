@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, Query
 from collector.errors import BadRequestError, NotFoundError
 from collector.store import traces
 from collector.store.queries import MAX_PAGE
-from driftline.api.calls import hex_id, parse_time
+from driftline.api.calls import hex_id
 from driftline.api.deps import State, Tenant
-from driftline.api.params import reject_unknown_params
+from driftline.api.params import Cursor, Seconds, Since, Until, parse_time, reject_unknown_params
 
 router = APIRouter(prefix="/api/v1", tags=["traces"])
 
@@ -24,16 +24,16 @@ router = APIRouter(prefix="/api/v1", tags=["traces"])
 def list_traces(
     state: State,
     tenant: Tenant,
-    since: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
-    until: Annotated[str | None, Query(description="unix seconds or ISO 8601")] = None,
+    since: Since = None,
+    until: Until = None,
     service: str | None = None,
     status: Annotated[str | None, Query(description="ok | error")] = None,
     has_llm: bool | None = None,
-    min_duration_s: Annotated[float | None, Query(ge=0, description="seconds")] = None,
+    min_duration_s: Seconds = None,
     user: str | None = None,
     session: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    cursor: str | None = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
     flt = traces.TraceFilter(
         since_unix_nano=parse_time(since, "since"),
