@@ -34,15 +34,21 @@ def unix_nano(seconds: float, *, name: str) -> int:
     """
     if not math.isfinite(seconds):
         raise ValueError(f"{name} must be a finite time, got {seconds!r}")
+    if not 0 <= seconds <= MAX_UNIX_NANO / NS:  # checked before int(): 1e308 * NS is inf
+        raise _out_of_range(name, seconds)
     return _checked(int(seconds * NS), name=name, shown=seconds)
+
+
+def _out_of_range(name: str, shown: object) -> ValueError:
+    return ValueError(
+        f"{name} must be a time from 1970-01-01 to 2262-04-11 (unix seconds 0 .. "
+        f"{MAX_UNIX_NANO // NS}), got {shown!r}"
+    )
 
 
 def _checked(ns: int, *, name: str, shown: object) -> int:
     if not 0 <= ns <= MAX_UNIX_NANO:
-        raise ValueError(
-            f"{name} must be a time from 1970-01-01 to 2262-04-11 (unix seconds 0 .. "
-            f"{MAX_UNIX_NANO // NS}), got {shown!r}"
-        )
+        raise _out_of_range(name, shown)
     return ns
 
 

@@ -32,6 +32,7 @@ BAD_TIMES = [
     "1e12",  # year 33658: past 2262, the last int64 nanosecond
     "1e30",
     "-1e30",
+    "1e308",  # finite, but inf once in nanoseconds
     "-1",
     "99999999999",
     "9999-12-31T23:59:59",

@@ -2,19 +2,28 @@
 in ``driftline.app.ROUTERS`` is called with generated inputs over real HTTP (a uvicorn server
 in this process, ``--dev``, SQLite) and must never answer 5xx (``not_a_server_error``).
 
+Two passes: schemathesis' own generation (values its schema allows), then an edge sweep that
+sets each query and path parameter, and each top-level field of a generated JSON body, to
+numeric edge values in turn (NaN, infinities, past int64, past the int64 nanosecond range of
+a time, far-future and pre-1970 dates, NUL): the values that once answered 500 (issue 35).
+
 The schema is read from the running app, so routers registered later are covered without
 editing this file. Generation is derandomized and deadline-free so CI runs the same inputs.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.core.result import Ok
@@ -24,6 +33,39 @@ from tests.conftest import LiveCollector, free_port, make_settings
 
 #: generated cases per operation at most (45 operations today; ~20-30 s in all)
 EXAMPLES_PER_OPERATION = 25
+
+#: values a query or path parameter takes in the edge sweep (each alone, as text)
+EDGE_TEXT = [
+    "inf",
+    "-inf",
+    "nan",
+    "1e12",  # unix seconds past 2262 (int64 nanoseconds)
+    "1e30",
+    "-1e30",
+    "1e308",
+    "-1",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "9" * 40,
+    "99999999999d",
+    "10000-01-01T00:00:00Z",
+    "0001-01-01T00:00:00",
+    "a\x00b",
+]
+#: values a JSON body field takes in the edge sweep (numbers and the same texts)
+EDGE_JSON: list[Any] = [
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    1e308,
+    -1e308,
+    2**63,
+    -(2**63) - 1,
+    10**30,
+    -1,
+    *EDGE_TEXT,
+]
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +107,102 @@ def fuzz_operation(operation: APIOperation) -> str | None:
     return None
 
 
-def test_no_operation_answers_5xx(live: LiveCollector) -> None:
+def base_case(operation: APIOperation) -> schemathesis.Case:
+    """One generated case of ``operation`` (the same on every run): the base of the sweep."""
+    found: list[schemathesis.Case] = []
+
+    @settings(
+        max_examples=1,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=operation.as_strategy())
+    def grab(case: schemathesis.Case) -> None:
+        found.append(case)
+
+    grab()
+    return found[0]
+
+
+def edge_cases(operation: APIOperation) -> Iterator[tuple[str, schemathesis.Case]]:
+    """(what was set, case) for each parameter and top-level body field × edge value."""
+    base = base_case(operation)
+    path = dict(base.path_parameters or {})
+
+    def make(query: dict[str, Any] | None = None, **kw: Any) -> schemathesis.Case:
+        body = kw.get("body", base.body)
+        return operation.Case(
+            path_parameters=kw.get("path", path), query=query or {}, body=body,
+            media_type=base.media_type,
+        )  # fmt: skip
+
+    for param in operation.iter_parameters():
+        where = param.location.value
+        for value in EDGE_TEXT if where in ("query", "path") else []:
+            if where == "path":
+                case = make(path={**path, param.name: quote(value, safe="")})
+            else:
+                case = make({param.name: value})
+            yield f"{where} {param.name}={value!r}", case
+    if not isinstance(base.body, dict):
+        return
+    items = base.body.get("items")
+    in_items = isinstance(items, list) and items and isinstance(items[0], dict)
+    targets = [base.body, items[0]] if in_items else [base.body]
+    for target, fields in enumerate(targets):
+        for field in list(fields):
+            for value in EDGE_JSON:
+                body = copy.deepcopy(base.body)
+                (body if target == 0 else body["items"][0])[field] = value
+                yield f"body {'items[0].' if target else ''}{field}={value!r}", make(body=body)
+
+
+def sweep_operation(operation: APIOperation, base_url: str) -> list[str]:
+    """The edge sweep of one operation: each 5xx (or failed call) as text. Sent with httpx,
+    the body serialised by Python's ``json`` (NaN and Infinity included, as a client may)."""
+    failures = []
+    with httpx.Client(base_url=base_url, timeout=30) as http:
+        for what, case in edge_cases(operation):
+            body = case.body if isinstance(case.body, dict | list) else None
+            try:
+                r = http.request(
+                    case.method,
+                    case.formatted_path,
+                    params=case.query,
+                    content=None if body is None else json.dumps(body),
+                    headers=None if body is None else {"content-type": "application/json"},
+                )
+            except httpx.HTTPError as exc:
+                failures.append(f"{operation.method.upper()} {operation.path} {what}: {exc!r}")
+                continue
+            if r.status_code >= 500:
+                failures.append(
+                    f"{operation.method.upper()} {operation.path} {what}: "
+                    f"{r.status_code} {r.text[:300]}"
+                )
+    return failures
+
+
+def operations_of(live: LiveCollector) -> list[APIOperation]:
     schema = schemathesis.openapi.from_url(f"{live.http_url}/openapi.json")
     operations: list[APIOperation] = []
     for result in schema.get_all_operations():
         assert isinstance(result, Ok), f"an operation schemathesis cannot read: {result.err()}"
         operations.append(result.ok())
     assert len(operations) >= 10, "the schema lost its routes"
-    failures = [f for f in map(fuzz_operation, operations) if f is not None]
+    return operations
+
+
+def test_no_operation_answers_5xx(live: LiveCollector) -> None:
+    failures = [f for f in map(fuzz_operation, operations_of(live)) if f is not None]
     assert not failures, "\n\n".join(failures)
+    assert httpx.get(f"{live.http_url}/healthz").status_code == 200
+
+
+def test_no_operation_answers_5xx_to_edge_values(live: LiveCollector) -> None:
+    failures = [f for op in operations_of(live) for f in sweep_operation(op, live.http_url)]
+    assert not failures, f"{len(failures)} cases answered 5xx:\n\n" + "\n\n".join(failures)
     assert httpx.get(f"{live.http_url}/healthz").status_code == 200
