@@ -1,7 +1,7 @@
 """Distance-type drift scores: normed Wasserstein, Jensen–Shannon and PSI.
 
 Effect sizes for large windows, where p-values flag drifts that do not matter
-(shared/reference/drift-canary-judge-methods.md §1.1, §1.5). Each returns a
+(docs/reference/drift-canary-judge-methods.md §1.1, §1.5). Each returns a
 :class:`drift.twosample.DriftResult` with ``score_kind="distance"``, ``pvalue=None`` and
 ``drifted = statistic >= threshold``; same null and ``min_samples`` conventions as
 :mod:`drift.twosample`.

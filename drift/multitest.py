@@ -3,7 +3,7 @@
 A drift run tests many signals in many segments at once; at a per-test level of 0.05 some of
 them alarm on every run by chance alone. Benjamini–Hochberg controls the false discovery rate
 for the report; Bonferroni controls the family-wise error rate for paging on a small critical
-set (shared/reference/drift-canary-judge-methods.md §1.5, §5(i)).
+set (docs/reference/drift-canary-judge-methods.md §1.5, §5(i)).
 
 Pure functions; ``None`` entries (no p-value: insufficient data or a distance-type test) are
 carried through untouched and do not count towards the number of hypotheses ``m``.

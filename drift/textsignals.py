@@ -2,7 +2,7 @@
 
 Pure functions of one string; the drift tests then run on the per-window columns they produce
 (refusal and empty-output rates as proportions, language as a categorical mix, language
-mismatch as a proportion; shared/reference/drift-canary-judge-methods.md §4).
+mismatch as a proportion; docs/reference/drift-canary-judge-methods.md §4).
 
 Unknown stays unknown: a ``None`` text (content not captured for the tenant) gives ``None``,
 never ``False`` or a language, so the report drops it as a null instead of counting it as a

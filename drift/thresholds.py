@@ -6,7 +6,7 @@ windows a p-value is tiny for a drift nobody cares about. Calibration asks inste
 larger than the chunk-to-chunk variation of the reference itself?": cut the reference into
 chunks of the monitoring window's size, compute the statistic of each chunk against the rest of
 the reference, and alert above ``mean + k·sd`` of those values
-(shared/reference/drift-canary-judge-methods.md §1.2 "Thresholds", §5(i)).
+(docs/reference/drift-canary-judge-methods.md §1.2 "Thresholds", §5(i)).
 
 Pure functions; the test is passed in as a callable, so any :mod:`drift.twosample` test works.
 """

@@ -11,11 +11,11 @@ scipy's names (``statistic``, ``pvalue``) plus ``score_kind`` saying which of th
 
 Below ``min_samples`` non-null values in either window a test returns ``insufficient_data=True``
 with ``statistic``, ``pvalue`` and ``drifted`` all ``None``: no verdict, never a p-value
-computed on three points (shared/cases/19_drift_empty_window.json).
+computed on three points (tests/fixtures/cases/19_drift_empty_window.json).
 
 Methods and defaults follow Evidently's legacy stattests
 (``src/evidently/legacy/calculations/stattests/``, see
-shared/reference/drift-canary-judge-methods.md §1.1) except where a docstring says otherwise.
+docs/reference/drift-canary-judge-methods.md §1.1) except where a docstring says otherwise.
 Nulls (``None`` / NaN) must be dropped by the caller (:func:`drift.report.drift_report` does
 it and counts them); here they raise ``ValueError``.
 """

@@ -1,6 +1,7 @@
 """Error hierarchy of the judges package: every error raised on purpose derives from JudgeError.
 
-A judge that cannot produce a verdict raises; it never returns a score of 0 (STYLE.md, "Judges").
+A judge that cannot produce a verdict raises; it never returns a score of 0 (docs/STYLE.md,
+"Judges").
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 When the mean of Y − f on recent human labels moves, the judge — not the served model — has
 drifted (reference §3.6 "Practical recipe", §5 (iii) and idea 4). The test is Welch's two-sample
 t-test on the per-item gaps (``scipy.stats.ttest_ind(equal_var=False)``), reported in the drift
-vocabulary of DESIGN.md (``statistic``, ``pvalue``, ``score_kind``, ``threshold``, ``drifted``,
+vocabulary of docs/DESIGN.md (``statistic``, ``pvalue``, ``score_kind``, ``threshold``, ``drifted``,
 ``n_reference``, ``n_current``, ``insufficient_data``).
 """
 

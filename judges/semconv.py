@@ -1,9 +1,9 @@
 """Judge results in the OpenTelemetry GenAI ``gen_ai.evaluation.result`` event shape.
 
-Attribute names from the GenAI semantic conventions v1.38+ (reference otel-genai-otlp-webhooks.md
-§2.7): ``gen_ai.evaluation.name`` (required), ``gen_ai.evaluation.score.value`` (double),
-``gen_ai.evaluation.score.label`` (low cardinality), ``gen_ai.evaluation.explanation``,
-``gen_ai.response.id`` of the evaluated call when known.
+Attribute names from the GenAI semantic conventions v1.38+
+(``docs/reference/otel-genai-otlp-webhooks.md`` §2.7): ``gen_ai.evaluation.name`` (required),
+``gen_ai.evaluation.score.value`` (double), ``gen_ai.evaluation.score.label`` (low cardinality),
+``gen_ai.evaluation.explanation``, ``gen_ai.response.id`` of the evaluated call when known.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One judge completion over an OpenAI-compatible API: output-format fallback, logprobs, retries.
 
-The caller owns the ``openai.AsyncOpenAI`` client; this module only calls it (STYLE.md: the judge
-never builds a client from the environment). The client's own retries are switched off with
+The caller owns the ``openai.AsyncOpenAI`` client; this module only calls it (docs/STYLE.md: the
+judge never builds a client from the environment). The client's own retries are switched off with
 ``with_options(max_retries=0)`` so that the retry policy here is the only one.
 """
 

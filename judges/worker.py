@@ -6,7 +6,7 @@ most ``sample_timeout_s`` (all retries included) and never outlives its lease: a
 lease would run out before its turn comes goes back to the queue unjudged (``pending``), one
 that times out is recorded as an ``unavailable`` failure (retried up to ``max_attempts``). A
 crashed worker's claims return to the queue when their lease expires (``claim_samples``).
-The worker receives its ``openai.AsyncOpenAI`` client from the entry point (STYLE.md,
+The worker receives its ``openai.AsyncOpenAI`` client from the entry point (docs/STYLE.md,
 "Judges"). Database calls are synchronous SQLAlchemy and run in threads so judge requests keep
 flowing meanwhile.
 """

@@ -2,7 +2,7 @@
 
 Prices are USD per 1,000,000 tokens (``input``, ``cache_read_input``, ``cache_write_input``,
 ``output``). The shipped table (``prices.json``) is overridden model by model by a user file
-(``DRIFTLINE_PRICES``) in the same format, e.g. ``shared/cases/00_price_table.json``.
+(``DRIFTLINE_PRICES``) in the same format, e.g. ``tests/fixtures/cases/00_price_table.json``.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ class EngineNames:
 # Ratio gauges (0..1) and floats (other gauges) are averaged across duplicate series of one label
 # set; counts and counters are summed.
 ENGINES: tuple[EngineNames, ...] = (
-    # vLLM: shared/reference/otel-genai-otlp-webhooks.md §5 (vllm docs/design/metrics.md,
+    # vLLM: docs/reference/otel-genai-otlp-webhooks.md §5 (vllm docs/design/metrics.md,
     # vllm/v1/metrics/loggers.py); current names checked against the vLLM 0.32 source
     # (v1/metrics/loggers.py, v1/spec_decode/metrics.py: labels model_name, engine).
     # Counters are scraped with their exposition suffix ``_total``.

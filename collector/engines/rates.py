@@ -86,7 +86,7 @@ def engine_rates(previous: EngineSample, current: EngineSample) -> EngineRates:
     """Derive windowed rates from two scrapes of one engine.
 
     Formulas (ratios of counter deltas, as in vLLM docs/design/metrics.md and
-    shared/reference/otel-genai-otlp-webhooks.md §5):
+    docs/reference/otel-genai-otlp-webhooks.md §5):
 
     * prefix-cache hit rate = Δhits / Δqueries (token counts);
     * spec-decode acceptance rate = Δaccepted_tokens / Δdraft_tokens;

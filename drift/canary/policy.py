@@ -4,7 +4,7 @@
 (SRM gate, one harm test and one non-inferiority test per metric); ``decide(evidence, policy)``
 maps evidence to ``promote | hold | rollback | inconclusive``; ``next_weights(policy, state,
 decision)`` gives the traffic split to apply. Applying it (gateway weights, audit row) is the
-caller's job. Method choices: ``shared/reference/drift-canary-judge-methods.md`` sections 2.3,
+caller's job. Method choices: ``docs/reference/drift-canary-judge-methods.md`` sections 2.3,
 2.4 and 5 (ii).
 
 Decision rule (reference section 5 (ii)), with K metrics and ``threshold = K / alpha``

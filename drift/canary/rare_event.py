@@ -1,7 +1,7 @@
 """Rare-event conditional count e-value (errors, refusals), valid while the traffic share changes.
 
 Lindon & Malek's counting-process e-values (reference
-``shared/reference/drift-canary-judge-methods.md`` section 2.3 (b)): conditioning on the events
+``docs/reference/drift-canary-judge-methods.md`` section 2.3 (b)): conditioning on the events
 of each interval removes every rate shift common to both arms; the candidate's count is binomial
 in its exposure share.
 """

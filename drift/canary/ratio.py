@@ -1,6 +1,6 @@
 """Ratio metrics over randomisation units (e.g. USD per request by session): delta method.
 
-Reference ``shared/reference/drift-canary-judge-methods.md`` section 2.3 (c); the contrast is
+Reference ``docs/reference/drift-canary-judge-methods.md`` section 2.3 (c); the contrast is
 tested with the Gaussian mixture of ``drift.canary.sequential``.
 """
 

@@ -2,7 +2,7 @@
 
 Every test returns an e-value ``E_t``: a nonnegative (super)martingale under the null with
 ``E_0 = 1``, so by Ville's inequality ``P(exists t: E_t >= 1/alpha) <= alpha`` however often the
-caller looks. Sources (see ``shared/reference/drift-canary-judge-methods.md`` section 2.3):
+caller looks. Sources (see ``docs/reference/drift-canary-judge-methods.md`` section 2.3):
 
 - Gaussian-mixture mSPRT and its confidence sequence: Johari, Koomen, Pekelis, Walsh,
   "Always valid inference", Operations Research 2022 (section 2.3 (a)).

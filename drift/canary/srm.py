@@ -2,7 +2,7 @@
 
 - Fixed-n report: Pearson chi-square goodness of fit of assignment counts against the intended
   weights, ``sum (O_i - E_i)^2 / E_i`` with ``df = k - 1``; mismatch at ``p < 0.001`` (Fabijan
-  et al., KDD 2019; reference ``drift-canary-judge-methods.md`` section 2.4).
+  et al., KDD 2019; reference ``docs/reference/drift-canary-judge-methods.md`` section 2.4).
 - Sequential gate: the Dirichlet-multinomial e-value of Lindon & Malek, "Anytime-valid
   inference for multinomial count data" (NeurIPS 2022), reference section 2.4:
   ``E = [Gamma(sum a_i)/Gamma(sum a_i + n) prod Gamma(a_i + n_i)/Gamma(a_i)] / prod p0_i^n_i``.

@@ -1,5 +1,5 @@
 """Golden values for the anytime-valid tests, computed here from the reference formulas
-(shared/reference/drift-canary-judge-methods.md section 2.3), never by calling the code twice."""
+(docs/reference/drift-canary-judge-methods.md section 2.3), never by calling the code twice."""
 
 from __future__ import annotations
 
