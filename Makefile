@@ -37,10 +37,14 @@ test-deps:
 	  echo ">> vllm tests will be skipped: run 'make serving' (~4 min, ~6 GB once) to enable them"; \
 	fi
 
+# Static checks (`.ci/run` runs both before the tests). `lint` runs all three tools even when one
+# fails, so that one run lists every error, and fails if any failed.
 lint: $(STAMP)
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/lint-imports
+	@status=0; \
+	$(VENV)/bin/ruff check . || status=1; \
+	$(VENV)/bin/ruff format --check . || status=1; \
+	$(VENV)/bin/lint-imports || status=1; \
+	exit $$status
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy driftline collector alerts drift judges serving dashboard
