@@ -10,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 
 from collector.auth import ForbiddenError, KeyStore, ensure_tenant
 from collector.cost.prices import PriceTable
@@ -39,6 +39,7 @@ from driftline.api import sessions as api_sessions
 from driftline.api import traces as api_traces
 from driftline.api.deps import DEV_TENANT, AppState, principal_of
 from driftline.api.limits import LimitsMiddleware
+from driftline.api.params import reject_nul
 from driftline.jobs import load_jobs
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,7 @@ def create_app(settings: Settings) -> FastAPI:
         version="0.1.0",
         summary="OTLP gen_ai ingestion and the LLM-call store",
         lifespan=lifespan,
+        dependencies=[Depends(reject_nul)],  # PostgreSQL cannot bind NUL: 400, not 500
     )
     errors.install(app)
     app.add_middleware(LimitsMiddleware, max_request_bytes=settings.max_request_bytes)

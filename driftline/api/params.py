@@ -8,6 +8,8 @@ cursor or an unknown parameter may be, so that no client input reaches the store
 - durations in seconds (``min_duration_s``, ``bucket``): finite, 0 .. :data:`MAX_SECONDS`;
 - cursors: at most :data:`MAX_CURSOR_CHARS` characters; the store decodes them and refuses
   values outside int64 (``ValueError``, a 400);
+- NUL in the path or a query parameter (PostgreSQL cannot bind it): :func:`reject_nul`, a
+  dependency of the whole app;
 - unknown query parameters: :func:`reject_unknown_params`.
 """
 
@@ -75,6 +77,21 @@ def check_seconds(value: float, name: str) -> float:
     if not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:
         raise BadRequestError(f"{name} must be 0 .. {MAX_SECONDS} seconds, got {value!r}")
     return value
+
+
+async def reject_nul(request: Request) -> None:
+    """FastAPI dependency of the whole app: 400 when the path or a query parameter holds a NUL
+    character (``%00``), which PostgreSQL refuses in any text it binds (a 500 otherwise, on
+    every route that filters by a name or an id).
+
+    Raises:
+        BadRequestError: naming the query parameter, or the path.
+    """
+    for key, value in request.query_params.multi_items():
+        if "\x00" in key or "\x00" in value:
+            raise BadRequestError(f"query parameter {key[:64]!r} must not contain NUL (%00)")
+    if "\x00" in request.scope.get("path", ""):
+        raise BadRequestError("the path must not contain NUL (%00)")
 
 
 async def reject_unknown_params(request: Request) -> None:
