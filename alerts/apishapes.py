@@ -123,8 +123,16 @@ def silence_to_dict(s: Silence, now: float) -> dict[str, Any]:
     }
 
 
-def delivery_to_dict(i: outbox.OutboxItem) -> dict[str, Any]:
-    """The API shape of one outbox notification (without its body)."""
+def error_summary(error: str | None) -> str | None:
+    """What a non-admin sees of a delivery error: its kind (``HTTP 500``, ``timeout``,
+    ``ConnectError``, ``egress denied``) without the receiver's answer or the address."""
+    return None if error is None else error.split(":", 1)[0]
+
+
+def delivery_to_dict(i: outbox.OutboxItem, *, admin: bool = False) -> dict[str, Any]:
+    """The API shape of one outbox notification (without its body). ``last_error`` in full
+    (with up to 512 bytes of the receiver's answer) for ``admin`` callers only; others get
+    :func:`error_summary`: a receiver's answer may hold what a read key should not see."""
     return {
         "id": i.id,
         "receiver": i.receiver,
@@ -137,7 +145,7 @@ def delivery_to_dict(i: outbox.OutboxItem) -> dict[str, Any]:
         "next_attempt_at": iso(i.next_attempt_at) if i.status == outbox.PENDING else None,
         "last_attempt_at": iso(i.last_attempt_at),
         "last_status_code": i.last_status_code,
-        "last_error": i.last_error,
+        "last_error": i.last_error if admin else error_summary(i.last_error),
         "delivered_at": iso(i.delivered_at),
         "failed_at": iso(i.failed_at),
         "failure_reason": i.failure_reason,

@@ -7,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import click
-import httpx
 from pydantic import ValidationError
 
 from alerts.delivery import send_once
@@ -15,9 +14,11 @@ from alerts.grouping import Notification, group_of
 from alerts.payloads import render
 from alerts.receivers import AlertSettings, load_receivers
 from alerts.state import AlertStatus, new_alert
+from collector import egress
+from collector.egress import EgressPolicy
 from collector.errors import ConfigError
 from collector.retry import Outcome
-from collector.settings import describe_validation_error
+from collector.settings import describe_validation_error, load_settings
 
 
 def _settings(receivers_file: Path | None) -> AlertSettings:
@@ -86,7 +87,8 @@ def test_cmd(receiver: str, tenant: str, receivers_file: Path | None, external_u
     now = time.time()
     note = test_notification(tenant, receiver, now)
     body = render(note, rcv, external_url)
-    with httpx.Client() as client:
+    # the collector's egress policy: public addresses plus DRIFTLINE_EGRESS_ALLOW
+    with egress.client(EgressPolicy.parse(load_settings().egress_allow)) as client:
         res = send_once(
             client, rcv, msg_id=note.id, body=body, now=now, timeout_s=settings.timeout_s
         )

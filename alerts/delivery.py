@@ -6,6 +6,12 @@ and ``webhook-signature`` (Standard Webhooks). Outcomes and backoff follow
 :mod:`collector.retry`. Time and sleeping are injected (``clock`` / ``sleep``) so tests of
 hour-long outages run in milliseconds; only the HTTP timeout runs on the real clock.
 
+Egress: the worker's HTTP client connects only where its :class:`collector.egress.EgressPolicy`
+allows (public addresses, plus ``DRIFTLINE_EGRESS_ALLOW``), checked on the resolved address at
+connect time; a denied address is a permanent failure (retrying would not help), redirects are
+never followed, and at most :data:`MAX_ERROR_BODY_BYTES` of a failed response's body are read
+and kept (shown to admin keys only, by the API).
+
 Order: attempts run in parallel across groups, but the notifications of one (tenant, receiver,
 group) go one at a time in their ``seq`` order: :func:`alerts.outbox.claim_due` only
 hands out the head of each group, so a ``resolved`` never overtakes its ``firing`` (a later
@@ -38,6 +44,7 @@ from sqlalchemy import Engine
 from alerts import outbox
 from alerts.receivers import Receiver, ReceiverDirectory
 from alerts.signing import signature_headers
+from collector import egress
 from collector.retry import (
     Outcome,
     RetryPolicy,
@@ -49,6 +56,8 @@ from collector.retry import (
 
 log = logging.getLogger(__name__)
 USER_AGENT = "driftline-alerts/0.1"
+#: bytes of a failed response's body kept in the outbox (the rest is never read)
+MAX_ERROR_BODY_BYTES = 512
 
 
 @dataclass(frozen=True)
@@ -70,33 +79,58 @@ def send_once(
     now: float,
     timeout_s: float,
 ) -> AttemptResult:
-    """POST ``body`` to ``receiver`` once, signed at ``now`` (unix seconds); never raises for
-    network errors (they come back as a retryable result). Redirects are not followed."""
+    """POST ``body`` to ``receiver`` once, signed at ``now`` (unix seconds).
+
+    Never raises for network errors (a retryable result) or a destination the client's egress
+    policy denies (a permanent result: :class:`collector.egress.EgressDenied`). Redirects are
+    not followed. Of a failed response's body at most :data:`MAX_ERROR_BODY_BYTES` are read
+    (NULs dropped: PostgreSQL text cannot hold them) into ``error``.
+    """
     headers = {
         "content-type": "application/json",
         "user-agent": USER_AGENT,
         "idempotency-key": msg_id,
+        "accept-encoding": "identity",  # the error body is read raw, never decompressed
         **receiver.headers,
     }
     secrets = receiver.signing_secrets(now)
     headers.update(signature_headers(secrets, msg_id, int(now), body))
     try:
-        resp = client.post(
+        with client.stream(
+            "POST",
             receiver.url,
             content=body,
             headers=headers,
             timeout=httpx.Timeout(receiver.timeout_s or timeout_s),
             follow_redirects=False,
-        )
+        ) as resp:
+            outcome = classify(resp.status_code)
+            error = None
+            if outcome is not Outcome.DELIVERED:
+                error = f"HTTP {resp.status_code}: {_head(resp)}"
+    except egress.EgressDenied as exc:
+        return AttemptResult(Outcome.PERMANENT, None, f"egress denied: {exc}", None)
     except httpx.TimeoutException as exc:
         return AttemptResult(Outcome.RETRY, None, f"timeout: {type(exc).__name__}", None)
     except httpx.TransportError as exc:
         return AttemptResult(Outcome.RETRY, None, f"{type(exc).__name__}: {exc}", None)
-    outcome = classify(resp.status_code)
-    error = None if outcome is Outcome.DELIVERED else f"HTTP {resp.status_code}: {resp.text[:200]}"
     return AttemptResult(
         outcome, resp.status_code, error, parse_retry_after(resp.headers.get("retry-after"), now)
     )
+
+
+def _head(resp: httpx.Response) -> str:
+    """The first :data:`MAX_ERROR_BODY_BYTES` of a streamed body as text (the rest unread)."""
+    got = b""
+    try:
+        for chunk in resp.iter_raw():
+            got += chunk
+            if len(got) >= MAX_ERROR_BODY_BYTES:
+                break
+    except httpx.HTTPError:  # a body cut short: keep what came
+        pass
+    text = got[:MAX_ERROR_BODY_BYTES].decode("utf-8", "replace").replace("\x00", "")
+    return text + (" [truncated]" if len(got) > MAX_ERROR_BODY_BYTES else "")
 
 
 class DeliveryWorker:
@@ -108,7 +142,10 @@ class DeliveryWorker:
         registry: prometheus registry the metrics are registered in.
         rng: source of backoff jitter.
         policy: retry limits; ``policy.request_timeout_s`` is the per-attempt timeout.
-        client: httpx client (a default one is created and closed by :meth:`close`).
+        egress_policy: where the worker may connect (public addresses only when None; an
+            app passes the one of ``DRIFTLINE_EGRESS_ALLOW``); used for the default client.
+        client: httpx client (default: :func:`collector.egress.client` of ``egress_policy``,
+            created and closed by :meth:`close`); a client given here does its own checks.
         clock: unix seconds now; sleep: waits seconds (both injectable for tests).
         batch_size: rows claimed per round; concurrency: parallel HTTP attempts, so one hanging
             receiver does not hold up the others in its batch.
@@ -122,6 +159,7 @@ class DeliveryWorker:
         registry: CollectorRegistry,
         rng: np.random.Generator,
         policy: RetryPolicy | None = None,
+        egress_policy: egress.EgressPolicy | None = None,
         client: httpx.Client | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
@@ -140,7 +178,7 @@ class DeliveryWorker:
         self.sleep = sleep
         self.batch_size = batch_size
         self._own_client = client is None
-        self.client = client or httpx.Client()
+        self.client = client or egress.client(egress_policy or egress.EgressPolicy())
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="alerts")
         self._rng_lock = threading.Lock()
         self.attempts = Counter(

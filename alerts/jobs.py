@@ -36,6 +36,7 @@ from alerts.runtime import (
     runtime_for,
     tenants_to_evaluate,
 )
+from collector.egress import EgressPolicy
 from collector.lake.jobs import lake_of
 from collector.lake.layout import Lake
 from collector.scheduler import Job, JobContext
@@ -219,6 +220,8 @@ def jobs(
                     registry=ctx.registry,
                     rng=rng if rng is not None else np.random.default_rng(),
                     policy=alert_settings.retry_policy(),
+                    # receivers reach public addresses, plus DRIFTLINE_EGRESS_ALLOW
+                    egress_policy=EgressPolicy.parse(getattr(ctx.settings, "egress_allow", "")),
                     clock=clock,
                 )
             return parts["rt"], parts

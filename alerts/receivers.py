@@ -18,6 +18,7 @@ Rows of the ``alert_receivers`` table map to the same :class:`Receiver` (see
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -32,6 +33,33 @@ from alerts.signing import secret_key
 from collector.retry import RetryPolicy
 
 ReceiverKind = Literal["alertmanager", "slack", "pagerduty", "generic"]
+#: headers a receiver may not set: where the request goes (``Host``), how it is framed, and
+#: what the worker sets itself (the Standard Webhooks signature)
+FORBIDDEN_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+        "proxy-authorization",
+        "proxy-connection",
+        "accept-encoding",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+    }
+)
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def allowed_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """``headers`` without the :data:`FORBIDDEN_HEADERS` (for rows stored before the rule)."""
+    return {k: v for k, v in headers.items() if k.lower() not in FORBIDDEN_HEADERS}
 
 
 class Receiver(BaseModel):
@@ -64,6 +92,21 @@ class Receiver(BaseModel):
     def _http_url(cls, v: str) -> str:
         if not (v.startswith("http://") or v.startswith("https://")):
             raise ValueError("url must start with http:// or https://")
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _plain_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            if name.lower() in FORBIDDEN_HEADERS:
+                raise ValueError(
+                    f"header {name!r} may not be set on a receiver (the URL decides the host; "
+                    "framing and signature headers are the worker's)"
+                )
+            if not _TOKEN.fullmatch(name):
+                raise ValueError(f"header name {name!r} is not an HTTP token")
+            if any(c in value for c in "\r\n\x00"):
+                raise ValueError(f"header {name!r}: value holds CR, LF or NUL")
         return v
 
     @field_validator("secret", "previous_secret")

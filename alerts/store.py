@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from alerts.grouping import GroupState, Matcher, Silence
 from alerts.outbox import to_dt, to_ts
-from alerts.receivers import Receiver, StaticReceivers
+from alerts.receivers import Receiver, StaticReceivers, allowed_headers
 from alerts.rules import EventRule, ThresholdRule, parse_rule
 from alerts.state import AlertState, AlertStatus, acknowledge
 from collector.errors import NotFoundError
@@ -274,7 +274,7 @@ def receiver_of_row(row: AlertReceiver) -> Receiver:
             "routing_key": cfg.get("routing_key"),
             "max_alerts": cfg.get("max_alerts", 0),
             "timeout_s": cfg.get("timeout_s"),
-            "headers": cfg.get("headers") or {},
+            "headers": allowed_headers(cfg.get("headers") or {}),
         }
     )
 

@@ -197,6 +197,22 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _known_dialect(cls, v: str) -> str:
+    egress_allow: str = Field(
+        "",
+        description="Where alert receivers (and the dashboard's Capacity page) may connect "
+        "besides public addresses: comma list of networks (`10.0.0.0/8`), address:port "
+        "(`127.0.0.1:9099`) and host[:port] (`hooks.internal:8443`). Checked on the resolved "
+        "address at connect time; default: public addresses only.",
+    )
+
+    @field_validator("egress_allow")
+    @classmethod
+    def _egress_allow_parses(cls, v: str) -> str:
+        from collector.egress import EgressPolicy
+
+        EgressPolicy.parse(v)  # ValueError names the entry
+        return v
+
         if not (v.startswith("sqlite") or v.startswith("postgresql")):
             raise ValueError("must start with sqlite:// or postgresql+psycopg://")
         return v

@@ -28,6 +28,19 @@ class DashboardSettings(BaseSettings):
     dashboard_dev: bool = Field(
         False, description="No login: every tenant is visible and every action allowed."
     )
+    egress_allow: str = Field(
+        "",
+        description="Where the Capacity page's gateway URL may point besides public addresses "
+        "(same syntax as the collector's DRIFTLINE_EGRESS_ALLOW, e.g. `127.0.0.1:8000`).",
+    )
+
+    @field_validator("egress_allow")
+    @classmethod
+    def _egress_allow_parses(cls, v: str) -> str:
+        from collector.egress import EgressPolicy
+
+        EgressPolicy.parse(v)  # ValueError names the entry
+        return v
 
     @field_validator("database_url")
     @classmethod

@@ -3,35 +3,27 @@
 Engine side: the collector's scraped engine samples (one row per scrape of a replica's
 ``/metrics``). Gateway side (optional): the gateway's ``/metrics`` read over HTTP
 (``driftline_desired_replicas{model}``, ``driftline_replicas{model}``, queue depth per class),
-URL from the page's input or the ``gateway`` query parameter. Cost per 1k tokens of a replica
-is its price (USD per hour, the input or the ``usd_per_hour`` query parameter) divided by the
-tokens (prompt + generated) it processed per hour in the window, times 1,000.
+URL from the page's input or the ``gateway`` query parameter, fetched within the egress policy
+(:mod:`dashboard.gateway`: public addresses unless ``DRIFTLINE_EGRESS_ALLOW`` lists it). Cost
+per 1k tokens of a replica is its price (USD per hour, the input or the ``usd_per_hour`` query
+parameter) divided by the tokens (prompt + generated) it processed per hour in the window, times
+1,000.
 """
 
 from __future__ import annotations
 
-import httpx
 import pandas as pd
 import streamlit as st
-from prometheus_client.parser import text_string_to_metric_families
 
+from collector.egress import EgressPolicy
 from dashboard import charts, data, ui
+from dashboard.gateway import GatewayMetrics, read_gateway_metrics
 
 
 @st.cache_data(ttl=10, show_spinner=False)
-def gateway_metrics(url: str) -> pd.DataFrame | None:
-    """The gateway's ``driftline_*`` gauges as rows ``(name, labels..., value)``; None if down."""
-    try:
-        text = httpx.get(f"{url.rstrip('/')}/metrics", timeout=2.0).text
-        rows = [
-            {"name": s.name, **s.labels, "value": float(s.value)}
-            for fam in text_string_to_metric_families(text)
-            for s in fam.samples
-            if s.name.startswith("driftline_")
-        ]
-    except (httpx.HTTPError, ValueError):
-        return None
-    return pd.DataFrame(rows)
+def gateway_metrics(url: str, egress_allow: str) -> GatewayMetrics:
+    """The gateway's ``driftline_*`` gauges (:func:`dashboard.gateway.read_gateway_metrics`)."""
+    return read_gateway_metrics(url, EgressPolicy.parse(egress_allow))
 
 
 def per_replica(eng: pd.DataFrame, usd_per_hour: float | None) -> pd.DataFrame:
@@ -97,7 +89,10 @@ price = c2.number_input(
 )
 eng = data.engine_samples(ctx.database_url, ctx.tenant, ctx.since_ns, ctx.until_ns)
 table = per_replica(eng, price or None) if not eng.empty else pd.DataFrame()
-gm = gateway_metrics(gw_url) if gw_url else None
+fetched = gateway_metrics(gw_url, ctx.settings.egress_allow) if gw_url else None
+gm = fetched.frame if fetched is not None else None
+if fetched is not None and fetched.error:
+    st.warning(f"Gateway metrics: {fetched.error}")
 desired = pd.DataFrame(columns=["model", "desired", "actual"])
 if gm is not None and not gm.empty and "model" in gm:
     piv = gm[gm["name"].isin(["driftline_desired_replicas", "driftline_replicas"])]

@@ -4,6 +4,9 @@ Reads need ``read``, changes ``admin``; the tenant comes from the API key. Secre
 write-only: a receiver's ``whsec_`` secret is returned once, when it is generated (create or
 rotate), never by a GET; PagerDuty routing keys and extra header values are never returned.
 Receivers from ``DRIFTLINE_ALERT_RECEIVERS_FILE`` are listed but changed only in that file.
+A receiver URL must pass the collector's egress policy (public addresses, plus
+``DRIFTLINE_EGRESS_ALLOW``: :mod:`collector.egress`), else 400 naming the rule; the delivery
+worker checks the resolved address again at connect time.
 :mod:`driftline.api.alerts` includes this router before its ``/alerts/{fingerprint}`` route.
 """
 
@@ -21,6 +24,7 @@ from alerts.apishapes import ReceiverBody, RotateBody, iso, receiver_to_dict
 from alerts.receivers import Receiver
 from alerts.runtime import runtime_for
 from alerts.signing import generate_secret
+from collector.egress import EgressDenied, EgressPolicy
 from collector.errors import BadRequestError, ConflictError
 from driftline.api.deps import AdminTenant, AppState, ReadTenant, State
 
@@ -50,9 +54,27 @@ def _not_file(state: AppState, tenant: str, name: str) -> None:
         )
 
 
+def check_egress(state: AppState, url: str) -> None:
+    """400 unless ``url`` passes the egress policy of ``DRIFTLINE_EGRESS_ALLOW``.
+
+    Raises:
+        BadRequestError: the URL is not allowed (the message names the rule).
+    """
+    try:
+        EgressPolicy.parse(state.settings.egress_allow).check_url(url)
+    except EgressDenied as exc:
+        raise BadRequestError(str(exc)) from None
+
+
 def _build_receiver(
-    tenant: str, name: str, body: ReceiverBody, secret: str | None, old: Receiver | None
+    state: AppState,
+    tenant: str,
+    name: str,
+    body: ReceiverBody,
+    secret: str | None,
+    old: Receiver | None,
 ) -> Receiver:
+    check_egress(state, body.url)
     try:
         return Receiver(
             name=name,
@@ -92,7 +114,7 @@ def create_receiver(state: State, tenant: AdminTenant, body: ReceiverBody) -> di
     secret = body.secret if body.secret is not None else generated
     if not body.signed and body.secret is not None:
         raise BadRequestError("secret given with signed=false")
-    r = _build_receiver(tenant, body.name, body, secret, None)
+    r = _build_receiver(state, tenant, body.name, body, secret, None)
     with Session(state.engine) as s, s.begin():
         if store.load_db_receiver(s, tenant, body.name) is not None:
             raise ConflictError(f"receiver {body.name!r} already exists; use PUT to change it")
@@ -124,7 +146,7 @@ def put_receiver(
     with Session(state.engine) as s, s.begin():
         old = admin.db_receiver(s, tenant, name)
         secret = old.secret.get_secret_value() if (old.secret and body.signed) else None
-        r = _build_receiver(tenant, name, body, secret, old)
+        r = _build_receiver(state, tenant, name, body, secret, old)
         store.save_receiver(s, r, now=time.time())
     return receiver_to_dict(r, "api")
 

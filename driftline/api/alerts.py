@@ -35,7 +35,7 @@ from collector.errors import BadRequestError, ConflictError
 from driftline.api import alert_receivers
 from driftline.api.alert_receivers import invalid_request as _invalid
 from driftline.api.calls import parse_time
-from driftline.api.deps import AdminTenant, ReadTenant, State
+from driftline.api.deps import AdminTenant, CurrentPrincipal, ReadTenant, State
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
 MAX_PAGE = 1000
@@ -242,10 +242,14 @@ def expire_silence(silence_id: str, state: State, tenant: AdminTenant) -> dict[s
 # --- deliveries (outbox) -------------------------------------------------------------------
 
 
-@router.get("/alerts/deliveries", summary="Webhook notifications and their delivery status")
+@router.get(
+    "/alerts/deliveries",
+    summary="Webhook notifications and their delivery status (errors in full for admins)",
+)
 def list_deliveries(
     state: State,
     tenant: ReadTenant,
+    principal: CurrentPrincipal,
     status: Literal["pending", "delivered", "failed"] | None = None,
     receiver: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
@@ -257,8 +261,9 @@ def list_deliveries(
     start = int(cursor or 0)
     newest = list(reversed(items))[start : start + limit]
     more = len(items) > start + limit
+    admin = principal.allows("admin")  # a failed answer's body: admins only
     return {
-        "items": [delivery_to_dict(i) for i in newest],
+        "items": [delivery_to_dict(i, admin=admin) for i in newest],
         "next_cursor": str(start + limit) if more else None,
     }
 
@@ -272,7 +277,7 @@ def redeliver(notification_id: str, state: State, tenant: AdminTenant) -> dict[s
     if item.status != outbox.FAILED:
         raise BadRequestError(f"notification {notification_id!r} is {item.status}, not failed")
     outbox.redeliver(state.engine, tenant, notification_id, time.time())
-    return delivery_to_dict(outbox.get(state.engine, tenant, notification_id))
+    return delivery_to_dict(outbox.get(state.engine, tenant, notification_id), admin=True)
 
 
 # --- one alert (after the static /alerts/... paths) ----------------------------------------

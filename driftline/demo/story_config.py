@@ -50,6 +50,9 @@ def collector_env(cfg: DemoConfig, receivers_file: Path) -> dict[str, str]:
         "DRIFTLINE_CANARY_INTERVAL_S": "10",
         "DRIFTLINE_CANARY_BUCKET_S": "30",
         "DRIFTLINE_ALERT_RECEIVERS_FILE": str(receivers_file),
+        # the demo's own loopback webhook receiver and gateway (the Capacity page reads its
+        # /metrics): outbound requests reach public addresses only unless listed
+        "DRIFTLINE_EGRESS_ALLOW": f"127.0.0.1:{cfg.receiver_port},127.0.0.1:{cfg.gateway_port}",
         # the demo compresses time: evaluate alert rules every 5 s (production: 15 s)
         "DRIFTLINE_ALERT_EVAL_INTERVAL_S": "5",
     }

@@ -15,8 +15,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from collector.egress import EgressPolicy
 from collector.store.engine import make_engine
 from tests.support import free_port
+
+#: DRIFTLINE_EGRESS_ALLOW of tests whose receivers listen on loopback (the scripted receiver)
+LOOPBACK_ALLOW = "127.0.0.1/32"
+#: the delivery worker's policy under that setting
+LOOPBACK_EGRESS = EgressPolicy.parse(LOOPBACK_ALLOW)
 
 
 class FakeClock:

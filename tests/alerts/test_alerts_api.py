@@ -20,6 +20,7 @@ from alerts.signing import secret_key
 from collector.auth import create_key
 from collector.errors import NotFoundError
 from driftline.app import create_app
+from tests.alerts.conftest import LOOPBACK_ALLOW
 from tests.conftest import make_settings
 
 RULE: dict[str, Any] = {
@@ -39,7 +40,8 @@ RULE: dict[str, Any] = {
 def api(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     """The collector in --dev mode (tenant ``default``), alert jobs off: the test drives state."""
     monkeypatch.setenv("DRIFTLINE_ALERT_ENABLED", "false")
-    with TestClient(create_app(make_settings(db_url, grpc_enabled=False))) as c:
+    settings = make_settings(db_url, grpc_enabled=False, egress_allow=LOOPBACK_ALLOW)
+    with TestClient(create_app(settings)) as c:
         yield c
 
 
@@ -245,7 +247,8 @@ def test_query_layer_isolates_tenants(api: TestClient) -> None:
 
 def test_roles_and_tenants_with_api_keys(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DRIFTLINE_ALERT_ENABLED", "false")
-    with TestClient(create_app(make_settings(db_url, dev=False, grpc_enabled=False))) as c:
+    settings = make_settings(db_url, dev=False, grpc_enabled=False, egress_allow=LOOPBACK_ALLOW)
+    with TestClient(create_app(settings)) as c:
         engine = _engine(c)
         admin_a = {"authorization": "Bearer " + create_key(engine, "team-a", "admin")}
         read_a = {"authorization": "Bearer " + create_key(engine, "team-a", "read")}

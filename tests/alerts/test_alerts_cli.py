@@ -13,7 +13,7 @@ from alerts.errors import ReceiverConfigError
 from alerts.receivers import load_receivers
 from alerts.signing import generate_secret
 from driftline.cli import cli, main
-from tests.alerts.conftest import ScriptedReceiver, Step
+from tests.alerts.conftest import LOOPBACK_ALLOW, ScriptedReceiver, Step
 
 
 def _toml(path: Path, url: str, secret: str) -> Path:
@@ -24,6 +24,23 @@ def _toml(path: Path, url: str, secret: str) -> Path:
     return path
 
 
+@pytest.fixture
+def loopback_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The receiver listens on 127.0.0.1: the operator allows it (the collector's setting)."""
+    monkeypatch.setenv("DRIFTLINE_EGRESS_ALLOW", LOOPBACK_ALLOW)
+
+
+def test_alerts_test_refuses_loopback_unless_allowed(
+    tmp_path: Path, receiver_server: ScriptedReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DRIFTLINE_EGRESS_ALLOW", raising=False)
+    f = _toml(tmp_path / "r.toml", receiver_server.url, generate_secret())
+    res = CliRunner().invoke(cli, ["alerts", "test", "oncall", "--receivers-file", str(f)])
+    assert res.exit_code == 1 and "DRIFTLINE_EGRESS_ALLOW" in res.output
+    assert receiver_server.requests == []
+
+
+@pytest.mark.usefixtures("loopback_allowed")
 def test_alerts_test_sends_signed_notification(
     tmp_path: Path, receiver_server: ScriptedReceiver
 ) -> None:
@@ -47,6 +64,7 @@ def test_alerts_test_sends_signed_notification(
     assert "webhook-signature" not in receiver_server.requests[1].headers  # no secret: unsigned
 
 
+@pytest.mark.usefixtures("loopback_allowed")
 def test_alerts_test_reports_failure(tmp_path: Path, receiver_server: ScriptedReceiver) -> None:
     receiver_server.script = [Step(400)]
     f = _toml(tmp_path / "r.toml", receiver_server.url, generate_secret())

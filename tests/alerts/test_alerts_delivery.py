@@ -23,7 +23,7 @@ from alerts.signing import generate_secret
 from alerts.state import AlertStatus, new_alert
 from collector.retry import RetryPolicy
 from collector.store.engine import make_engine
-from tests.alerts.conftest import FakeClock, ScriptedReceiver, Step
+from tests.alerts.conftest import LOOPBACK_EGRESS, FakeClock, ScriptedReceiver, Step
 
 SECRET = generate_secret()
 
@@ -78,6 +78,7 @@ def _worker(
         registry=registry,
         rng=np.random.default_rng(23),
         policy=policy or RetryPolicy(request_timeout_s=0.5),
+        egress_policy=LOOPBACK_EGRESS,
         clock=clock.now,
         sleep=clock.sleep,
     )

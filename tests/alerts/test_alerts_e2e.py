@@ -15,7 +15,7 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from tests.alerts.conftest import FakeClock, ScriptedReceiver
+from tests.alerts.conftest import LOOPBACK_ALLOW, FakeClock, ScriptedReceiver
 from tests.conftest import LiveCollector, free_port, make_settings, wait_for
 
 RULE = {
@@ -81,7 +81,10 @@ def collector(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LiveColl
     monkeypatch.setenv("DRIFTLINE_ALERT_EVAL_INTERVAL_S", "0.25")
     monkeypatch.setenv("DRIFTLINE_ALERT_DELIVERY_POLL_S", "0.1")
     monkeypatch.delenv("DRIFTLINE_ALERT_RECEIVERS_FILE", raising=False)
-    lc = LiveCollector(make_settings(db_url, http_port=free_port(), grpc_port=0)).start()
+    settings = make_settings(
+        db_url, http_port=free_port(), grpc_port=0, egress_allow=LOOPBACK_ALLOW
+    )
+    lc = LiveCollector(settings).start()
     try:
         yield lc
     finally:

@@ -23,7 +23,7 @@ from alerts.state import AlertStatus
 from collector.retry import RetryPolicy
 from collector.store.engine import downgrade, make_engine, upgrade
 from collector.store.models import Base
-from tests.alerts.conftest import FakeClock, ScriptedReceiver
+from tests.alerts.conftest import LOOPBACK_EGRESS, FakeClock, ScriptedReceiver
 
 MINE = {
     "alert_rules",
@@ -203,6 +203,7 @@ def test_flapping_metric_gives_one_firing_and_one_resolved(
         clock=clock.now,
         sleep=clock.sleep,
         policy=RetryPolicy(request_timeout_s=2),
+        egress_policy=LOOPBACK_EGRESS,
     )
     clock.advance_to(start + 30 * len(values))
     worker.run_pending()
@@ -301,6 +302,7 @@ def test_group_notifications_are_delivered_in_order(
         clock=clock.now,
         sleep=clock.sleep,
         policy=RetryPolicy(request_timeout_s=2),
+        egress_policy=LOOPBACK_EGRESS,
         concurrency=4,
     )
     clock.advance_to(start + 3)  # the lease has ended

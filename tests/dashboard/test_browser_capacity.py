@@ -22,11 +22,15 @@ ARTIFACTS = REPO / "test-artifacts" / "dashboard"
 def dashboard_url(seeded_sqlite: tuple[str, DemoSeed]) -> Iterator[str]:
     url, _ = seeded_sqlite
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    # the gateway rig listens on loopback: allowed as an operator would (DRIFTLINE_EGRESS_ALLOW)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DRIFTLINE_EGRESS_ALLOW", "127.0.0.1/32")
     with (
         (ARTIFACTS / "streamlit-capacity.log").open("wb") as log,
         serve(url, free_port(), log) as base,
     ):
         yield base
+    mp.undo()
 
 
 def test_capacity_page_shows_replicas_scaling_cost_and_advice(dashboard_url: str) -> None:
