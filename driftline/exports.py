@@ -2,7 +2,9 @@
 
 Attached to the ``export`` group of :mod:`judges.cli` by :mod:`driftline.cli`. Rows come
 from :mod:`collector.store.exports` (the calls filters of ``GET /api/v1/calls``); the
-progress bar (rich) goes to stderr so ``--out -`` can pipe the data.
+progress bar (rich) goes to stderr so ``--out -`` can pipe the data. In CSV, a text cell that
+starts with ``=``, ``+``, ``-``, ``@``, a tab or a CR gets a leading ``'`` so no spreadsheet runs
+it as a formula (:func:`collector.store.exports.csv_cell`); JSON Lines and Parquet are unchanged.
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ from driftline.api.calls import parse_time
 
 _common = [
     click.option(
-        "--format", "fmt", type=click.Choice(exports.FORMATS), default="jsonl", show_default=True
+        "--format",
+        "fmt",
+        type=click.Choice(exports.FORMATS),
+        default="jsonl",
+        show_default=True,
+        help="csv: cells starting =, +, -, @, tab or CR get a leading ' (no formulas run).",
     ),
     click.option("--out", required=True, help="File to write, or - for stdout."),
     click.option("--tenant", default="default", show_default=True),

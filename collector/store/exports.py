@@ -8,6 +8,12 @@ Formats: ``jsonl`` (one JSON object per line, nested fields as JSON), ``csv`` (R
 :mod:`csv`; lists and objects as JSON text; null as an empty cell), ``parquet`` (pyarrow, one
 row group per page; column types from the store's schema; the call record's string lists
 ``finish_reasons`` and ``flags`` as ``list<string>``, other nested fields as JSON text).
+
+CSV only: a text cell that a spreadsheet would run as a formula (it starts with ``=``, ``+``,
+``-``, ``@``, a tab or a carriage return: span names, prompts, user ids come from clients) is
+written with a leading ``'`` (OWASP "CSV Injection"), so ``=HYPERLINK(...)`` shows as text.
+Numbers are written as they are (``-1.5`` stays a number); JSON Lines and Parquet are the data
+unchanged.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from collector.store.models.api import Feedback
 FORMATS = ("jsonl", "csv", "parquet")
 KINDS = ("calls", "traces", "feedback")
 PAGE = 1000
+#: first characters with which a spreadsheet reads a CSV cell as a formula (OWASP, "CSV
+#: Injection"); such text cells are written with a leading ``'``
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 #: JSON columns holding a list of strings, written to Parquet as ``list<string>``
 #: (``finish_reasons``: null when unknown, never empty; ``flags``: ``[]`` when none)
 STRING_LISTS = frozenset({"finish_reasons", "flags"})
@@ -134,6 +143,15 @@ def _flat(value: Any) -> Any:
     return orjson.dumps(value).decode() if isinstance(value, dict | list | tuple) else value
 
 
+def csv_cell(value: Any) -> Any:
+    """``value`` as a CSV cell: lists and objects as JSON text; text starting with one of
+    :data:`FORMULA_START` prefixed with ``'`` so no spreadsheet runs it; numbers unchanged."""
+    value = _flat(value)
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
 def _parquet_value(name: str, value: Any) -> Any:
     """``value`` of column ``name`` as its Parquet column takes it (see :data:`STRING_LISTS`)."""
     if name not in STRING_LISTS:
@@ -180,7 +198,7 @@ def write(
                     b"".join(orjson.dumps({k: r.get(k) for k in names}) + b"\n" for r in page)
                 )
             elif fmt == "csv":
-                writer.writerows([[_flat(r.get(k)) for k in names] for r in page])
+                writer.writerows([[csv_cell(r.get(k)) for k in names] for r in page])
             else:
                 cols = {k: [_parquet_value(k, r.get(k)) for r in page] for k in names}
                 writer.write_table(pa.table(cols, schema=schema))
