@@ -164,6 +164,18 @@ class Settings(BaseSettings):
     spool_keep_s: float = Field(
         86_400.0, ge=0, description="Seconds processed spool segments are kept (for replay)."
     )
+    spool_stall_s: float = Field(
+        60.0,
+        gt=0,
+        description="`/healthz` says `degraded` when the spool processor has not advanced for "
+        "this many seconds with records pending (a store outage, a stuck processor).",
+    )
+    spool_quarantine_window_s: float = Field(
+        3_600.0,
+        gt=0,
+        description="`/healthz` says `degraded` when spool records were quarantined (stored "
+        "aside, see `driftline spool quarantine list`) within this many seconds.",
+    )
 
     lake_url: str | None = Field(
         None,

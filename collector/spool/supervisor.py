@@ -26,6 +26,8 @@ from typing import Any
 
 from collector.settings import Settings
 from collector.spool.log import Spool
+from collector.spool.quarantine import JournalFollower
+from collector.spool.stall import StallWatch, spool_problems
 from collector.spool.status import ProcessedCounter
 from collector.spool.worker import child_main
 
@@ -49,6 +51,9 @@ class ProcessorSupervisor:
     Args:
         on_processed: called from the supervisor's thread with the spans processed since the
             last call (feeds ``driftline_spool_spans_processed``).
+
+    :attr:`on_quarantined` is called from the same thread with the reason of each record the
+    processor quarantined since (read from the quarantine's journal).
     """
 
     def __init__(
@@ -70,6 +75,11 @@ class ProcessorSupervisor:
         self._child: BaseProcess | None = None
         self._started_at = 0.0
         self._counter = ProcessedCounter(spool.dir)
+        self._journal = JournalFollower(spool.dir)
+        self._quarantine_reasons = JournalFollower(spool.dir)
+        self._stall = StallWatch(spool)
+        #: called with the reason of each record quarantined (metrics)
+        self.on_quarantined: Callable[[str], None] | None = None
         self._queue: Any = None
         self._listener: logging.handlers.QueueListener | None = None
         self._thread = threading.Thread(target=self._watch, name="driftline-spool-sup", daemon=True)
@@ -95,6 +105,10 @@ class ProcessorSupervisor:
             "restarts": self.restarts,
             "status_age_s": None if age is None else round(age, 3),
         }
+
+    def problems(self, *, stall_s: float, window_s: float) -> list[str]:
+        """Why processing is degraded (:func:`~collector.spool.stall.spool_problems`)."""
+        return spool_problems(self._stall, self._journal, stall_s=stall_s, window_s=window_s)
 
     def start(self) -> None:
         if self.spawn:
@@ -152,6 +166,9 @@ class ProcessorSupervisor:
         delta = self._counter.poll()
         if delta and self.on_processed is not None:
             self.on_processed(delta)
+        for reason in self._quarantine_reasons.poll():
+            if self.on_quarantined is not None:
+                self.on_quarantined(reason)
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Stop the child after the batch in hand (then SIGTERM, then SIGKILL)."""

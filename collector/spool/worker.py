@@ -16,6 +16,7 @@ import contextlib
 import logging
 import logging.handlers
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +53,23 @@ def write_kpis(directories: list[Path], registry: CollectorRegistry) -> None:
             log.warning("spool KPI file not written in %s: %s", d, exc)
 
 
+#: seconds an orphaned processor process (its collector gone) takes at most to exit
+ORPHAN_EXIT_S = 5.0
+
+
+def exit_soon(after_s: float) -> None:
+    """End this process with ``os._exit(0)`` after ``after_s`` seconds, from a daemon thread,
+    unless it ended before: the bound on an orphaned processor's shutdown (no exit handler
+    runs; the spool's offset and the store's transactions are safe against that, as against
+    ``kill -9``)."""
+
+    def end() -> None:
+        time.sleep(after_s)
+        os._exit(0)
+
+    threading.Thread(target=end, name="driftline-orphan-exit", daemon=True).start()
+
+
 def run_processor(
     settings: Settings,
     directories: list[Path],
@@ -62,7 +80,12 @@ def run_processor(
 ) -> None:
     """Drain ``directories`` into ``settings.database_url`` until ``should_stop()`` (polled
     every 0.2 s) or, with ``parent_pid``, until that process is gone. Each batch in hand is
-    finished; what is left stays spooled. ``io`` is told the backlog at each poll."""
+    finished; what is left stays spooled. ``io`` is told the backlog at each poll.
+
+    Once the parent is gone (the collector was killed), the process ends within
+    :data:`ORPHAN_EXIT_S` whatever its threads are blocked on (a store that does not answer, a
+    prepare worker busy): what was not committed stays spooled for the next processor, which
+    waits for this one's ``processor.lock``."""
     engine = store_engine.make_engine(settings.database_url)
     prices = PriceTable.load(settings.prices)
     writer, joiner = joined_writer(engine, prices, settings)
@@ -102,10 +125,13 @@ def run_processor(
         p.start()
     log.info("spool processor (pid %d) draining %s", os.getpid(), ", ".join(map(str, directories)))
     kpis_at = 0.0
+    close_s = 30.0
     try:
         while not should_stop():
             if parent_pid is not None and os.getppid() != parent_pid:
                 log.warning("spool processor: the collector (pid %d) is gone; stopping", parent_pid)
+                exit_soon(ORPHAN_EXIT_S)
+                close_s = ORPHAN_EXIT_S / 2
                 break
             if io is not None:
                 io.update(sum(p.spool.unprocessed_bytes for p in processors))
@@ -115,8 +141,8 @@ def run_processor(
             time.sleep(0.2)
     finally:
         for p in processors:
-            p.close()
-        writer.close()
+            p.close(close_s)
+        writer.close(close_s)
         write_kpis(directories, registry)
         engine.dispose()
 
@@ -224,3 +250,4 @@ def child_main(
     finally:
         if os.getppid() != parent:  # nobody reads the queue any more: do not wait on it
             log_queue.cancel_join_thread()
+            os._exit(0)  # nor on exit handlers (the prepare workers' pool): it is all closed

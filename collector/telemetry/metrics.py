@@ -32,6 +32,7 @@ class IngestMetrics:
     spool_bytes: Gauge
     spool_lag_seconds: Gauge
     spans_processed: Counter
+    spool_quarantined: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> IngestMetrics:
@@ -88,6 +89,14 @@ class IngestMetrics:
             spans_processed=Counter(
                 "driftline_spool_spans_processed",
                 "Spans written from the spool to the store (rate = processed spans/s).",
+                registry=reg,
+            ),
+            spool_quarantined=Counter(
+                "driftline_spool_quarantined_records",
+                "Spooled requests the processor could not store and set aside in the spool's "
+                "quarantine (driftline spool quarantine list), by reason: integrity, data, "
+                "programming (the store refused them), decode, overflow, value, other.",
+                ["reason"],
                 registry=reg,
             ),
         )
