@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from collector.ingest.capture import apply_policy
 from collector.ingest.normalize import Extract, extract
+from collector.ingest.redaction_budget import DEFAULT_CPU_S, record_budget
 from collector.store.schema import SpanData
 
 log = logging.getLogger(__name__)
@@ -37,20 +38,29 @@ def prepare(
     capture_mode: str = "full",
     *,
     tenant: str | None = None,
+    redaction_cpu_s: float = DEFAULT_CPU_S,
 ) -> tuple[list[Item], list[str]]:
     """Apply the tenant's content policy, then extract every span; a span whose
     normalisation fails is returned as an error message instead. ``tenant``: the items'
-    tenant override (:attr:`Item.tenant`)."""
+    tenant override (:attr:`Item.tenant`).
+
+    Redaction is bounded per span (:mod:`collector.ingest.redaction_budget`): each text is
+    truncated to ``max_text_chars`` before it is scanned, and a span's texts share
+    ``redaction_cpu_s`` CPU seconds; text past either bound is replaced by a marker."""
     items: list[Item] = []
     errors: list[str] = []
-    for s in spans:
-        try:
-            stored, redactions = apply_policy(s, capture_mode)
-            ex = extract(stored, max_text_chars=max_text_chars, redactions=redactions)
-            items.append(Item(stored, ex, tenant))
-        except Exception as exc:  # one bad span never loses its batch
-            log.warning("span %s/%s could not be normalised: %r", s.trace_id, s.span_id, exc)
-            errors.append(f"span {s.span_id} of trace {s.trace_id} could not be normalised: {exc}")
+    with record_budget(max_text_chars, redaction_cpu_s) as budget:
+        for s in spans:
+            try:
+                budget.restart()  # a budget per span
+                stored, redactions = apply_policy(s, capture_mode)
+                ex = extract(stored, max_text_chars=max_text_chars, redactions=redactions)
+                items.append(Item(stored, ex, tenant))
+            except Exception as exc:  # one bad span never loses its batch
+                log.warning("span %s/%s could not be normalised: %r", s.trace_id, s.span_id, exc)
+                errors.append(
+                    f"span {s.span_id} of trace {s.trace_id} could not be normalised: {exc}"
+                )
     return items, errors
 
 

@@ -28,21 +28,34 @@ regex is clearly worse. Everything else is a precompiled pattern plus ``ipaddres
 five-line Luhn check; no model, no I/O, deterministic.
 
 Detectors run in the order above on the progressively redacted text, so a later detector never
-sees (or double-counts) what an earlier one replaced.
+sees (or double-counts) what an earlier one replaced (PEM blocks and JWTs first among secrets).
+
+Bounded for any input (issue 35): every detector runs in time linear in the length of the text
+(:mod:`collector.ingest.redaction_detectors` says how, pattern by pattern), each text is
+truncated to the stored limit before it is scanned, and a record has a CPU budget
+(:mod:`collector.ingest.redaction_budget`); text past a bound is replaced by a marker, never
+stored unscanned.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import math
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 import phonenumbers
 
+from collector.ingest import redaction_budget as budgets
+from collector.ingest.redaction_detectors import (
+    PLACEHOLDERS,
+    STEPS,
+    Keep,
+    PiiKind,
+    Replace,
+    luhn_valid,
+    phones,
+)
 from collector.ingest.redaction_gates import gates, phone_possible
 
 __all__ = [
@@ -52,6 +65,7 @@ __all__ = [
     "RedactionCounts",
     "RedactionResult",
     "apply_capture_policy",
+    "luhn_valid",
     "redact",
     "redact_count",
 ]
@@ -63,25 +77,6 @@ class CaptureContent(StrEnum):
     NONE = "none"
     REDACTED = "redacted"
     FULL = "full"
-
-
-class PiiKind(StrEnum):
-    """What a redaction replaced."""
-
-    SECRET = "secret"
-    EMAIL = "email"
-    IP = "ip"
-    CARD = "card"
-    PHONE = "phone"
-
-
-PLACEHOLDERS: dict[PiiKind, str] = {
-    PiiKind.SECRET: "[SECRET]",
-    PiiKind.EMAIL: "[EMAIL]",
-    PiiKind.IP: "[IP]",
-    PiiKind.CARD: "[CARD]",
-    PiiKind.PHONE: "[PHONE]",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,186 +112,40 @@ class RedactionResult:
     counts: RedactionCounts | None
 
 
-# --- secrets ---------------------------------------------------------------------------------
-
-_PREFIXED_SECRET = re.compile(
-    r"""
-    -----BEGIN[ A-Z]*PRIVATE\ KEY-----[\s\S]*?-----END[ A-Z]*PRIVATE\ KEY-----
-    | \bsk-[A-Za-z0-9][A-Za-z0-9_-]{19,}                    # OpenAI / Anthropic (sk-proj-, sk-ant-)
-    | \b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b               # AWS access key id
-    | \b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}\b       # GitHub tokens
-    | \bgithub_pat_[A-Za-z0-9_]{22,255}\b                   # GitHub fine-grained PAT
-    | \bxox[abposr]-[A-Za-z0-9-]{10,}                       # Slack
-    | \b(?:sk|rk)_live_[A-Za-z0-9]{16,}\b                   # Stripe live keys
-    | \bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])              # Google API key
-    | \beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}  # JWT
-    """,
-    re.VERBOSE,
-)
-# "Bearer <token>": the token needs a digit so that English ("bearer of bad news") is kept.
-_BEARER = re.compile(r"(?i)\b(bearer\s+)(?=[A-Za-z0-9._~+/=-]*\d)([A-Za-z0-9._~+/=-]{16,})")
-_KEY_VALUE = re.compile(
-    r"""(?ix)
-    (?<![A-Za-z0-9])
-    ([A-Za-z0-9_.-]*?
-      (?:api[_-]?key|apikey|secrets?|tokens?|passw(?:or)?d|pwd|access[_-]?key|private[_-]?key
-        |client[_-]?secret|authorization|auth|credentials?|session[_-]?id)(?![a-z])
-     [A-Za-z0-9_.-]*)
-    (["']?\s*[:=]\s*["']?)
-    ([^\s"'&,;<>]{4,})
-    """
-)
-_PASSWORD_KEY = re.compile(r"(?i)passw(?:or)?d|pwd")
-_MIN_ENTROPY_BITS = 3.0
-_MIN_GENERATED_LEN = 8
-
-
-def _shannon_bits_per_char(value: str) -> float:
-    """Shannon entropy H = -sum p_i log2 p_i of the character distribution (Shannon 1948)."""
-    n = len(value)
-    return -sum((c / n) * math.log2(c / n) for c in Counter(value).values())
-
-
-def _looks_generated(value: str) -> bool:
-    return (
-        len(value) >= _MIN_GENERATED_LEN
-        and any(ch.isdigit() for ch in value)
-        and any(ch.isalpha() for ch in value)
-        and _shannon_bits_per_char(value) >= _MIN_ENTROPY_BITS
-    )
-
-
-def _key_value(match: re.Match[str]) -> tuple[str, bool]:
-    key, sep, value = match.group(1), match.group(2), match.group(3)
-    if value.startswith("["):  # already a placeholder
-        return match.group(0), False
-    if _PASSWORD_KEY.search(key) or _looks_generated(value):
-        return f"{key}{sep}{PLACEHOLDERS[PiiKind.SECRET]}", True
-    return match.group(0), False
-
-
-# --- e-mail, IP, card ------------------------------------------------------------------------
-
-_EMAIL = re.compile(
-    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}(?![A-Za-z0-9-])"
-)
-_IPV6 = re.compile(
-    r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{1,4})?"
-    r"(?:%[0-9A-Za-z]+)?(?![0-9A-Za-z:]|\.\d)"
-)
-_IPV4 = re.compile(r"(?<![0-9A-Za-z.])\d{1,3}(?:\.\d{1,3}){3}(?![0-9A-Za-z]|\.\d)")
-_CARD = re.compile(r"(?<![0-9A-Za-z-])\d(?:[ -]?\d){12,18}(?![0-9A-Za-z]|-\d)")
-
-
-def _is_ipv6(candidate: str) -> bool:
-    address = candidate.split("%", 1)[0]
-    groups = [g for g in re.split(r"[:.]", address) if g]
-    if len(groups) < 2 or not any(ch.isdigit() for ch in address):
-        return False  # "::", "::1"-like fragments and hex words are not worth a placeholder
-    try:
-        ipaddress.IPv6Address(address)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_ipv4(candidate: str) -> bool:
-    try:
-        ipaddress.IPv4Address(candidate)
-    except ValueError:
-        return False  # octet > 255, leading zeros
-    return True
-
-
-def luhn_valid(digits: str) -> bool:
-    """Luhn mod-10 checksum (ISO/IEC 7812-1 Annex B) of a string of decimal digits of any
-    script (``_CARD``'s ``\\d`` matches Arabic-Indic and fullwidth digits too: each counts
-    its value, ``int('٤') == 4``, not its code point)."""
-    total = 0
-    for index, ch in enumerate(reversed(digits)):
-        d = int(ch)
-        if index % 2 == 1:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def _is_card(candidate: str) -> bool:
-    separators = {ch for ch in candidate if not ch.isdecimal()}
-    if len(separators) > 1:
-        return False  # "1234 5678-..." mixes separators: not a card as written
-    if separators and len(re.split(r"[ -]", candidate)[0]) != 4:
-        return False  # printed cards start with a 4-digit group; phones (3-3-4) do not
-    digits = "".join(ch for ch in candidate if ch.isdecimal())
-    return 13 <= len(digits) <= 19 and luhn_valid(digits)
-
-
-# --- phone -----------------------------------------------------------------------------------
-
-_ID_GLUE = frozenset("#-_/\\@")
-
-
-def _phones(text: str, region: str | None) -> tuple[str, int]:
-    out: list[str] = []
-    last = 0
-    count = 0
-    for match in phonenumbers.PhoneNumberMatcher(
-        text, region, leniency=phonenumbers.Leniency.STRICT_GROUPING
-    ):
-        before = text[match.start - 1] if match.start > 0 else " "
-        if before in _ID_GLUE or before.isalnum():
-            continue  # part of an identifier such as ORD-4155550132 or #4155550132
-        out.append(text[last : match.start])
-        out.append(PLACEHOLDERS[PiiKind.PHONE])
-        last = match.end
-        count += 1
-    out.append(text[last:])
-    return "".join(out), count
-
-
 # --- driver ----------------------------------------------------------------------------------
 
 
+#: matches of one step between two budget checks (a step's decisions run in Python)
+_CHECK_EVERY_MATCHES = 256
+
+
 def _sub(
-    pattern: re.Pattern[str], text: str, keep: Callable[[re.Match[str]], tuple[str, bool]]
+    pattern: Replace, text: str, keep: Keep, check: Callable[[], None] | None = None
 ) -> tuple[str, int]:
     count = 0
+    seen = 0
 
     def replace(match: re.Match[str]) -> str:
-        nonlocal count
+        nonlocal count, seen
         replacement, hit = keep(match)
         count += hit
+        seen += 1
+        if check is not None and seen % _CHECK_EVERY_MATCHES == 0:
+            check()
         return replacement
 
     return pattern.sub(replace, text), count
 
 
-def _placeholder_if(
-    kind: PiiKind, check: Callable[[str], bool]
-) -> Callable[[re.Match[str]], tuple[str, bool]]:
-    def keep(match: re.Match[str]) -> tuple[str, bool]:
-        if check(match.group(0)):
-            return PLACEHOLDERS[kind], True
-        return match.group(0), False
-
-    return keep
-
-
-def _bearer(match: re.Match[str]) -> tuple[str, bool]:
-    return f"{match.group(1)}{PLACEHOLDERS[PiiKind.SECRET]}", True
-
-
-_ALWAYS: Callable[[str], bool] = lambda _: True  # noqa: E731
-_STEPS: tuple[tuple[PiiKind, re.Pattern[str], Callable[[re.Match[str]], tuple[str, bool]]], ...] = (
-    (PiiKind.SECRET, _PREFIXED_SECRET, _placeholder_if(PiiKind.SECRET, _ALWAYS)),
-    (PiiKind.SECRET, _BEARER, _bearer),
-    (PiiKind.SECRET, _KEY_VALUE, _key_value),
-    (PiiKind.EMAIL, _EMAIL, _placeholder_if(PiiKind.EMAIL, _ALWAYS)),
-    (PiiKind.IP, _IPV6, _placeholder_if(PiiKind.IP, _is_ipv6)),
-    (PiiKind.IP, _IPV4, _placeholder_if(PiiKind.IP, _is_ipv4)),
-    (PiiKind.CARD, _CARD, _placeholder_if(PiiKind.CARD, _is_card)),
-)
+def _phones(
+    text: str, region: str | None, check: Callable[[], None] | None = None
+) -> tuple[str, int]:
+    """Phones replaced; where the matcher gave up, the text after it is replaced by
+    :data:`~collector.ingest.redaction_budget.UNSCANNED`."""
+    redacted, count, cut = phones(text, region, check)
+    if cut is not None:
+        redacted = redacted[:cut] + budgets.UNSCANNED.format(n=len(redacted) - cut)
+    return redacted, count
 
 
 def _check_region(phone_region: str | None) -> None:
@@ -316,13 +165,17 @@ def redact(text: str, *, phone_region: str | None = "US") -> RedactionResult:
             ``+country`` prefix; ``None`` finds only international-format numbers.
 
     Returns:
-        ``RedactionResult(mode=redacted, text=<redacted>, counts=<per kind>)``.
+        ``RedactionResult(mode=redacted, text=<redacted>, counts=<per kind>)``. Within the
+        bounds of :mod:`collector.ingest.redaction_budget` (of the record open with
+        ``record_budget``, else the defaults): text past ``max_chars`` is replaced by a
+        truncation marker, and the whole text by a marker (counts 0) once the record's CPU
+        budget is spent.
 
     Raises:
         ValueError: ``phone_region`` is not a region libphonenumber knows.
     """
     _check_region(phone_region)
-    text, counts = _redact(text, phone_region)
+    text, counts = _redact_bounded(text, phone_region)
     return RedactionResult(mode=CaptureContent.REDACTED, text=text, counts=RedactionCounts(*counts))
 
 
@@ -334,28 +187,48 @@ def redact_count(text: str, *, phone_region: str | None = "US") -> tuple[str, in
         ValueError: ``phone_region`` is not a region libphonenumber knows.
     """
     _check_region(phone_region)
-    text, counts = _redact(text, phone_region)
+    text, counts = _redact_bounded(text, phone_region)
     return text, sum(counts)
 
 
 #: position of each kind in ``RedactionCounts`` (its fields follow ``PiiKind``)
 _SLOT = {kind: i for i, kind in enumerate(PiiKind)}
 assert tuple(RedactionCounts.__dataclass_fields__) == tuple(k.value for k in PiiKind)
-_SLOTTED_STEPS = tuple((_SLOT[kind], pattern, keep) for kind, pattern, keep in _STEPS)
+_SLOTTED_STEPS = tuple((_SLOT[kind], pattern, keep) for kind, pattern, keep in STEPS)
 _PHONE = _SLOT[PiiKind.PHONE]
 
 
-def _redact(text: str, phone_region: str | None) -> tuple[str, list[int]]:
-    """The redacted text and the counts in ``RedactionCounts`` field order."""
+def _redact(
+    text: str, phone_region: str | None, check: Callable[[], None] | None = None
+) -> tuple[str, list[int]]:
+    """The redacted text and the counts in ``RedactionCounts`` field order; ``check()`` runs
+    between the steps (it may raise :class:`~collector.ingest.redaction_budget.OverBudget`)."""
     counts = [0, 0, 0, 0, 0]
     for (slot, pattern, keep), gate in zip(_SLOTTED_STEPS, gates(text), strict=True):
         if gate:  # cheap literal pre-checks skip patterns that cannot match (measured 10x)
-            text, n = _sub(pattern, text, keep)
+            text, n = _sub(pattern, text, keep, check)
             counts[slot] += n
+            if check is not None:
+                check()
     if phone_possible(text):  # fewer digits than any valid number: no phone to find
-        text, n = _phones(text, phone_region)
+        text, n = _phones(text, phone_region, check)
         counts[_PHONE] += n
     return text, counts
+
+
+def _redact_bounded(text: str, phone_region: str | None) -> tuple[str, list[int]]:
+    """:func:`_redact` within the open record's budget: the text truncated before the scan,
+    and replaced by a marker when the budget is spent."""
+    budget = budgets.current()
+    head, marker = text, ""
+    if len(text) > budget.max_chars:
+        head, marker = budgets.truncate(text, budget.max_chars)
+    try:
+        check = budget.charge(len(head))
+        redacted, counts = _redact(head, phone_region, check)
+    except budgets.OverBudget:
+        return budgets.OVER_BUDGET.format(n=len(text)), [0, 0, 0, 0, 0]
+    return redacted + marker, counts
 
 
 def apply_capture_policy(

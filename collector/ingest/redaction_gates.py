@@ -52,8 +52,9 @@ MIN_CARD_DIGITS = 13
 MIN_IPV4_DIGITS = 4
 
 
+#: the prefixes of ``_PREFIXED_SECRET``'s alternatives (PEM blocks and JWTs have steps and
+#: gates of their own: :func:`gates`)
 SECRET_MARKERS = (
-    "-----BEGIN",
     "sk-",
     "AKIA",
     "ASIA",
@@ -68,15 +69,14 @@ SECRET_MARKERS = (
     "xox",
     "_live_",
     "AIza",
-    "eyJ",
 )
 # The markers grouped by a character they share: text without "-", "_" or "A" (most prose)
 # skips the group's scans. Same answer as ``any(m in text for m in SECRET_MARKERS)``.
 _SECRET_MARKER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("-", ("sk-", "-----BEGIN")),
+    ("-", ("sk-",)),
     ("_", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "_live_")),
     ("A", ("AKIA", "ASIA", "ABIA", "ACCA", "AIza")),
-    ("", ("xox", "eyJ")),
+    ("", ("xox",)),
 )
 assert sorted(m for _, ms in _SECRET_MARKER_GROUPS for m in ms) == sorted(SECRET_MARKERS)
 assert all(c in m for c, ms in _SECRET_MARKER_GROUPS for m in ms)
@@ -163,11 +163,14 @@ def key_value_possible(low: str) -> bool:
     return hi >= 0 and _key_value_scan(low, KEY_WORDS, lo, hi + 1)
 
 
-def gates(text: str) -> tuple[bool, bool, bool, bool, bool, bool, bool]:
-    """For each step of ``_STEPS``: can its pattern match at all? (necessary conditions only)"""
+def gates(text: str) -> tuple[bool, ...]:
+    """For each step of ``redaction_detectors.STEPS``: can its pattern match at all?
+    (necessary conditions only; one boolean per step, in their order)"""
     low = text.lower()
     ipv4 = text.count(".") >= 3 and digits_at_least(text, MIN_IPV4_DIGITS)
     return (
+        "-----BEGIN" in text and "-----END" in text,  # a PEM block
+        "eyJ" in text,  # a JWT (base64url of '{"')
         secret_possible(text),
         "bearer" in low,
         ("=" in text or ":" in text) and key_value_possible(low),
