@@ -21,14 +21,17 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, insert, select, update
+from sqlalchemy.exc import SQLAlchemyError
 
 from collector.errors import CollectorError
 from collector.store.models import Tenant
@@ -47,7 +50,13 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     #: ``platform``: read every tenant's series and statistics
     PLATFORM_ROLE: frozenset({"ingest", "read", "review", "admin", "platform"}),
 }
+log = logging.getLogger(__name__)
+#: longest a verified key is trusted without a full store lookup (seconds)
 CACHE_TTL_S = 30.0
+#: longest a key revoked by another process keeps working here (seconds): a cache hit older
+#: than this since the last revocation sweep goes to :meth:`KeyStore.verify`, which asks the
+#: store (one query for every cached key id) which of them were revoked
+REVALIDATE_S = 2.0
 #: span attribute naming the tenant a gateway served the call for (trusted only as above)
 TENANT_ATTRIBUTE = "driftline.tenant"
 
@@ -146,23 +155,85 @@ def create_key(
 
 
 def revoke_key(engine: Engine, key_id: str) -> bool:
-    """Revoke a key by id; False if there is no such active key."""
+    """Revoke a key by id; False if there is no such active key.
+
+    Takes effect at once in this process (every :class:`KeyStore` here forgets the key) and
+    within :data:`REVALIDATE_S` seconds in every other process.
+    """
     with engine.begin() as conn:
         res = conn.execute(
             update(ApiKey)
             .where(ApiKey.key_id == key_id, ApiKey.revoked_at.is_(None))
             .values(revoked_at=dt.datetime.now(dt.UTC))
         )
-        return bool(res.rowcount)
+    for store in list(_STORES):
+        store.forget(key_id)
+    return bool(res.rowcount)
+
+
+def key_active(engine: Engine, key_id: str) -> bool:
+    """True while key ``key_id`` exists and is not revoked (one primary-key lookup): what a
+    long-lived session (the dashboard's) checks before it acts on a key verified earlier."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(ApiKey.key_id).where(ApiKey.key_id == key_id, ApiKey.revoked_at.is_(None))
+        ).first()
+    return row is not None
+
+
+#: every KeyStore of this process, so that :func:`revoke_key` reaches their caches
+_STORES: weakref.WeakSet[KeyStore] = weakref.WeakSet()
 
 
 class KeyStore:
-    """Verifies bearer keys against the store, caching positive lookups for a few seconds."""
+    """Verifies bearer keys against the store, caching positive lookups.
+
+    A cached key is trusted for at most :data:`CACHE_TTL_S` seconds, and only while the last
+    revocation sweep is younger than :data:`REVALIDATE_S`: a revocation in this process
+    (:func:`revoke_key`) takes effect at once, one elsewhere within :data:`REVALIDATE_S`.
+    """
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._cache: dict[str, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
+        self._swept_at = time.monotonic()
+        _STORES.add(self)
+
+    def forget(self, key_id: str) -> None:
+        """Drop every cached token of ``key_id`` (it was revoked)."""
+        with self._lock:
+            for token in [t for t, (_, p) in self._cache.items() if p.key_id == key_id]:
+                del self._cache[token]
+
+    def _sweep_revoked(self, now: float) -> None:
+        """Forget cached keys the store says are revoked (one query for all cached ids). A
+        store that does not answer leaves the cache as it is (keys verified earlier keep
+        working up to :data:`CACHE_TTL_S`, so a spooled collector still accepts telemetry
+        during a store outage); the next sweep is :data:`REVALIDATE_S` later."""
+        with self._lock:
+            due = now - self._swept_at >= REVALIDATE_S
+            ids = sorted({p.key_id for _, p in self._cache.values() if p.key_id})
+        if not due:
+            return
+        revoked: set[str] = set()
+        try:
+            with self._engine.connect() as conn:
+                for i in range(0, len(ids), 500):
+                    revoked.update(
+                        conn.execute(
+                            select(ApiKey.key_id).where(
+                                ApiKey.key_id.in_(ids[i : i + 500]),
+                                ApiKey.revoked_at.is_not(None),
+                            )
+                        ).scalars()
+                    )
+        except SQLAlchemyError as exc:
+            log.warning("API key revocation check failed (store unavailable?): %s", exc)
+        with self._lock:
+            for token in [t for t, (_, p) in self._cache.items() if p.key_id in revoked]:
+                del self._cache[token]
+            self._swept_at = max(self._swept_at, now)
 
     def cached(self, authorization: str | None) -> Principal | None:
         """The principal of ``authorization`` if a lookup of the last few seconds verified it,
@@ -173,9 +244,11 @@ class KeyStore:
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not token:
             return None
+        now = time.monotonic()
         with self._lock:
             hit = self._cache.get(token.strip())
-        return hit[1] if hit and hit[0] > time.monotonic() else None
+            fresh = now - self._swept_at < REVALIDATE_S
+        return hit[1] if hit and fresh and hit[0] > now else None
 
     def verify(self, authorization: str | None) -> Principal:
         """The principal of an ``Authorization: Bearer dl_...`` header value (a store lookup
@@ -191,6 +264,7 @@ class KeyStore:
             raise AuthError("Authorization must be `Bearer <api key>`")
         token = token.strip()
         now = time.monotonic()
+        self._sweep_revoked(now)
         with self._lock:
             hit = self._cache.get(token)
         if hit and hit[0] > now:

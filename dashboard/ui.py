@@ -1,9 +1,10 @@
 """What every page shares: settings, login, the tenant and time-range filters, formatting.
 
 Outside ``--dev`` a visitor logs in with a driftline API key, verified by
-:class:`collector.auth.KeyStore`; the key's tenant is the only tenant shown and its role decides
-the actions offered (``review``: labelling; ``admin``: rollout overrides). In ``--dev`` every
-tenant is visible and every action allowed.
+:class:`collector.auth.KeyStore` and re-checked on every run (a revoked key ends the session);
+the key's tenant is the only tenant shown and its role decides the actions offered (``review``:
+labelling; ``admin``: rollout overrides). In ``--dev`` every tenant is visible and every action
+allowed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from collector.auth import AuthError, KeyStore, Principal
+from collector.auth import AuthError, KeyStore, Principal, key_active
 from dashboard import data
 from dashboard.settings import DashboardSettings, load_dashboard_settings
 
@@ -93,7 +94,11 @@ def _login(s: DashboardSettings) -> Principal | None:
         return DEV_PRINCIPAL
     principal = st.session_state.get("driftline_principal")
     if isinstance(principal, Principal):
-        return principal
+        # every run re-checks the key (one primary-key lookup): a revoked key ends the session
+        if principal.key_id is None or key_active(data.engine(s.database_url), principal.key_id):
+            return principal
+        st.session_state.pop("driftline_principal", None)
+        st.warning("This session's API key was revoked: log in with another key.")
     st.title("driftline")
     with st.form("login"):
         key = st.text_input("API key", type="password", placeholder="dl_...")
