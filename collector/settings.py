@@ -197,18 +197,6 @@ class Settings(BaseSettings):
         "spans and re-sealed when their calls changed.",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _default_spool_dir(cls, data: Any) -> Any:
-        # a spool holds requests for one store: its default follows the database (as the lake's)
-        if isinstance(data, dict) and data.get("spool_dir") in (None, ""):  # unset or empty
-            url = data.get("database_url") or DEFAULT_DATABASE_URL
-            return {**data, "spool_dir": Path(store_sidecar(str(url), "spool"))}
-        return data
-
-    @field_validator("database_url")
-    @classmethod
-    def _known_dialect(cls, v: str) -> str:
     egress_allow: str = Field(
         "",
         description="Where alert receivers (and the dashboard's Capacity page) may connect "
@@ -225,6 +213,18 @@ class Settings(BaseSettings):
         EgressPolicy.parse(v)  # ValueError names the entry
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_spool_dir(cls, data: Any) -> Any:
+        # a spool holds requests for one store: its default follows the database (as the lake's)
+        if isinstance(data, dict) and data.get("spool_dir") in (None, ""):  # unset or empty
+            url = data.get("database_url") or DEFAULT_DATABASE_URL
+            return {**data, "spool_dir": Path(store_sidecar(str(url), "spool"))}
+        return data
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_dialect(cls, v: str) -> str:
         if not (v.startswith("sqlite") or v.startswith("postgresql")):
             raise ValueError("must start with sqlite:// or postgresql+psycopg://")
         return v
