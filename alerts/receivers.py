@@ -77,7 +77,7 @@ class Receiver(BaseModel):
     name: str = Field(min_length=1, max_length=256)
     tenant: str = Field(default="default", min_length=1, max_length=64)
     kind: ReceiverKind = "generic"
-    url: str
+    url: str = Field(max_length=2048)
     secret: SecretStr | None = None
     previous_secret: SecretStr | None = None
     previous_secret_until: float | None = None
@@ -85,7 +85,7 @@ class Receiver(BaseModel):
     send_resolved: bool = True
     max_alerts: int = Field(default=0, ge=0)
     timeout_s: float | None = Field(default=None, gt=0)
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, max_length=32)
 
     @field_validator("url")
     @classmethod

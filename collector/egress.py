@@ -37,6 +37,8 @@ from collector.errors import CollectorError
 ENV_VAR = "DRIFTLINE_EGRESS_ALLOW"
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+#: IPv6 ranges whose last 32 bits are an IPv4 address: IPv4-compatible (deprecated) and NAT64
+_EMBEDS_V4 = (ipaddress.IPv6Network("::/96"), ipaddress.IPv6Network("64:ff9b::/96"))
 
 
 class EgressDenied(CollectorError):
@@ -52,10 +54,13 @@ def _address(text: str) -> IPAddress | None:
 
 
 def _unmapped(ip: IPAddress) -> IPAddress:
-    """``::ffff:127.0.0.1`` and other IPv6 forms that embed an IPv4 address, as that address."""
+    """``::ffff:127.0.0.1`` and other IPv6 forms that embed an IPv4 address (mapped, 6to4,
+    Teredo, IPv4-compatible, NAT64), as that address."""
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             return ip.ipv4_mapped
+        if int(ip) > 1 and any(ip in net for net in _EMBEDS_V4):  # not :: or ::1
+            return ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
         if ip.sixtofour is not None:
             return ip.sixtofour
         if ip.teredo is not None:

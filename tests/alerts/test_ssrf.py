@@ -52,6 +52,9 @@ INTERNAL = [
     "http://api.localhost/",
     "http://2130706433/",  # 127.0.0.1 as one decimal number
     "http://0x7f000001/",
+    "http://[::127.0.0.1]/",  # IPv4-compatible IPv6
+    "http://[64:ff9b::a9fe:a9fe]/",  # NAT64 of 169.254.169.254
+    "http://[2002:7f00:1::]/",  # 6to4 of 127.0.0.1
 ]
 
 
@@ -94,6 +97,7 @@ def test_admin_cannot_point_a_receiver_inside(keyed: tuple[TestClient, Any], url
         ({"Transfer-Encoding": "chunked"}, "Transfer-Encoding"),
         ({"X-Ok": "a\r\nHost: evil"}, "CR, LF"),
         ({"Bad Name": "1"}, "token"),
+        ({f"X-{i}": "1" for i in range(33)}, "at most 32"),
     ],
 )
 def test_receiver_headers_cannot_redirect_or_reframe(
