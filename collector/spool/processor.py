@@ -1,19 +1,16 @@
 """The spool processor: decode, normalise and write what the receivers spooled.
 
-One thread reads records from the spool's committed offset, decodes them (the receivers have
-validated them already; invalid spans are dropped again, deterministically), applies each
-tenant's capture policy, writes spans through the :class:`~collector.ingest.writer.BatchWriter`
-(group commit, joins, after-commit hooks) and log records through the
-:class:`~collector.ingest.log_join.LogJoiner`, waits for the store commit, and only then
-commits the spool offset. A crash in between re-processes the records: spans and call records
-upsert on (tenant, trace_id, span_id), so nothing is duplicated. A store outage stops the
-offset; the records are retried until the store is back.
+One thread reads records from the spool's committed offset, has them decoded and prepared
+(:mod:`collector.spool.prepared`, in a worker process when there is one), writes them
+(:func:`~collector.spool.batch.process`: spans through the writer, logs through the joiner),
+waits for the store commit, and only then commits the offset: a crash in between re-processes
+records, which upsert. A store outage (:func:`~collector.store.failures.is_transient`) is
+retried; any other failure is narrowed down to its record(s), quarantined
+(:mod:`collector.spool.quarantine`), and processing goes on. Every wait honours the stop event.
 
 The spool is the appender itself (:class:`~collector.spool.log.Spool`, thread mode) or a
-:class:`~collector.spool.reader.SpoolReader` (the processor in a process of its own,
-:mod:`collector.spool.worker`). Either way the thread first takes the directory's
-``processor.lock`` (waiting while another processor holds it) and keeps the status file
-(:mod:`collector.spool.status`) current.
+:class:`~collector.spool.reader.SpoolReader` (:mod:`collector.spool.worker`). Either way the
+thread first takes the directory's ``processor.lock`` and keeps the status file current.
 """
 
 from __future__ import annotations
@@ -168,13 +165,8 @@ class SpoolProcessor:
     def describe(self) -> dict[str, object]:
         """For ``/healthz`` (the shape of :meth:`ProcessorSupervisor.describe`): mode, pid
         (None when the thread has stopped), restarts (never), status age (not applicable)."""
-        alive = self._thread.is_alive()
-        return {
-            "mode": "thread",
-            "pid": os.getpid() if alive else None,
-            "restarts": 0,
-            "status_age_s": None,
-        }
+        pid = os.getpid() if self._thread.is_alive() else None
+        return {"mode": "thread", "pid": pid, "restarts": 0, "status_age_s": None}
 
     def problems(self, *, stall_s: float, window_s: float) -> list[str]:
         """Why processing is degraded (:func:`~collector.spool.stall.spool_problems`)."""
@@ -212,7 +204,12 @@ class SpoolProcessor:
         if self._lock_fd is None:
             return
         try:
-            self._drain()
+            while not self._stop.is_set():
+                try:
+                    self._drain()
+                except Exception:  # the spool's files (disk full, a pruned segment...), a bug
+                    log.exception("spool processor failed; starting again in %.0f s", RETRY_S)
+                    self._stop.wait(RETRY_S)
         finally:
             self._status_at = 0.0
             self._write_status(idle=False)

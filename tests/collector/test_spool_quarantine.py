@@ -186,3 +186,29 @@ def test_a_store_outage_is_retried_not_quarantined_and_healthz_says_stalled(
         health = c.get("/healthz").json()
         assert health["status"] == "ok" and "problems" not in health
     assert Quarantine(tmp_path / "spool").entries() == []
+
+
+def test_a_failing_offset_commit_does_not_end_the_processor(tmp_path: Path) -> None:
+    """The offset file cannot be written (here: ``offset.tmp`` is a directory; a full disk
+    does the same): the processor retries instead of its thread dying with processing stopped
+    for good (before the fix the exception ended the thread)."""
+    db = f"sqlite:///{tmp_path}/d.db"
+    store_engine.upgrade(db)
+    engine = store_engine.make_engine(db)
+    writer, joiner = joined_writer(engine, PriceTable.load(PRICE_FIXTURE), make_settings(db))
+    writer.start()
+    sp = Spool(tmp_path / "sp")
+    (tmp_path / "sp" / "offset.tmp").mkdir()
+    sp.append(TRACES_PROTOBUF, "a", pb_request(2), time.time_ns()).result(5)
+    proc = SpoolProcessor(sp, writer, joiner=joiner, capture_mode=lambda _t: "full")
+    proc.start()
+    try:
+        time.sleep(2.5)
+        assert proc.is_alive() and sp.unprocessed_bytes > 0
+        (tmp_path / "sp" / "offset.tmp").rmdir()
+        wait_for(lambda: sp.unprocessed_bytes == 0, timeout_s=10)
+    finally:
+        proc.close(10)
+        writer.close(10)
+        sp.close()
+        engine.dispose()
