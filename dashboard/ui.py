@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,10 @@ TIME_RANGES: dict[str, int] = {
     "Last 30 days": 30 * 86400,
 }
 DEFAULT_RANGE = "Last 24 hours"
+#: every ASCII punctuation character: CommonMark lets each be backslash-escaped (spec 0.31,
+#: "Backslash escapes"), which leaves no link, image, autolink, emphasis, heading, list, table,
+#: LaTeX ($), HTML or Streamlit directive (:red[...], :material/icon:) in the text
+_MD_PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
 
 
 def fitting_range(span_s: float | None) -> str:
@@ -107,7 +112,7 @@ def _login(s: DashboardSettings) -> Principal | None:
         try:
             principal = KeyStore(data.engine(s.database_url)).verify(f"Bearer {key.strip()}")
         except AuthError as exc:
-            st.error(f"Login failed: {exc}")
+            st.error(f"Login failed: {md(exc)}")
             return None
         if not principal.allows("read"):
             st.error(f"This key (role {principal.role}) may not read.")
@@ -183,6 +188,19 @@ def page_context(title: str, caption: str | None = None) -> PageContext:
         principal=principal,
         exact=bool(exact),
     )
+
+
+def md(value: object) -> str:
+    """``value`` as text that Markdown shows verbatim: for span data (names, ids, models,
+    messages, prompts) in anything Streamlit renders as Markdown (``st.markdown``, captions,
+    titles, alerts, metric labels and values, widget labels, tooltips, tabs, expanders).
+
+    ``[click](http://evil)`` shows as those characters, not as a link (an image would load
+    on its own); line breaks become spaces (no new block). Tables (``st.dataframe``),
+    ``st.text`` and ``st.code`` are plain text already and need no escaping.
+    """
+    text = _MD_PUNCT.sub(r"\\\1", str(value))
+    return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
 
 
 def now_ns(granularity_s: int = 10) -> int:

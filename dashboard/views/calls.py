@@ -27,7 +27,7 @@ if query.strip():
     try:
         search.words(query)
     except ValueError as exc:
-        st.warning(str(exc))
+        st.warning(ui.md(exc))
         st.stop()
 filters = tuple(
     sorted(
@@ -105,16 +105,17 @@ call_id = st.text_input(
 )
 call = data.call_detail(ctx.database_url, ctx.tenant, call_id.strip())
 if call is None:
-    st.warning(f"No call {call_id!r} for tenant {ctx.tenant}.")
+    st.warning(f"No call {ui.md(repr(call_id))} for tenant {ui.md(ctx.tenant)}.")
     st.stop()
-st.subheader(f"Call {call['call_id']}")
+st.subheader(f"Call {ui.md(call['call_id'])}")
 m = st.columns(6)
 m[0].metric("TTFT", ui.fmt(call["ttft_s"], "ms"))
 m[1].metric("TPOT", ui.fmt(call["tpot_s"], "ms"))
 m[2].metric("e2e", ui.fmt(call["e2e_s"], "ms"))
 m[3].metric("Tokens in / out", f"{call['input_tokens'] or '–'} / {call['output_tokens'] or '–'}")
 m[4].metric("Cost", ui.fmt(call["cost_usd"], "USD", 5))
-m[5].metric("Status", call["status"] + (f" ({call['error_type']})" if call["error_type"] else ""))
+error = f" ({call['error_type']})" if call["error_type"] else ""
+m[5].metric("Status", ui.md(f"{call['status']}{error}"))
 t1, t2 = st.columns(2)
 t1.markdown("**Prompt**")
 t1.text(call["input_text"] or "(not captured)")

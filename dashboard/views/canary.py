@@ -39,16 +39,16 @@ ui.table(
 name = st.selectbox("Rollout", roll["name"].tolist(), key="canary_pick")
 r = roll[roll["name"] == name].iloc[0]
 c = st.columns(4)
-c[0].metric("Status", r["status"])
+c[0].metric("Status", ui.md(r["status"]))
 c[1].metric("Step", f"{r['step'] + 1} of {r['steps_pct'].count('%')}", help=r["steps_pct"])
 c[2].metric(
     "Weights",
     f"{r['baseline_weight_pct']:.0f} % / {r['candidate_weight_pct']:.0f} %",
-    help=f"{r['baseline']} / {r['candidate']}",
+    help=ui.md(f"{r['baseline']} / {r['candidate']}"),
 )
-c[3].metric("Decision", r["last_action"] or "not evaluated yet")
+c[3].metric("Decision", ui.md(r["last_action"] or "not evaluated yet"))
 if r["last_reasons"]:
-    st.markdown("**Reasons:** " + "; ".join(r["last_reasons"]))
+    st.markdown("**Reasons:** " + ui.md("; ".join(r["last_reasons"])))
 
 st.subheader("Confidence sequence per metric (candidate − baseline)")
 cs = data_quality.confidence_sequences(ctx.database_url, ctx.tenant, name, ctx.until_ns)
@@ -109,7 +109,7 @@ if not ctx.allows("admin"):
     st.stop()
 actions = {"running": ["pause", "abort"], "paused": ["resume", "abort"]}.get(r["status"], [])
 if not actions:
-    st.caption(f"The rollout is {r['status']}; nothing to override.")
+    st.caption(f"The rollout is {ui.md(r['status'])}; nothing to override.")
     st.stop()
 reason = st.text_input("Reason (goes to the audit log)", key="canary_reason")
 cols = st.columns(len(actions))
@@ -118,7 +118,9 @@ for col, action in zip(cols, actions, strict=True):
         st.session_state["canary_confirm"] = action
 pending = st.session_state.get("canary_confirm")
 if pending in actions:
-    st.warning(f"{pending.capitalize()} rollout **{name}**? This changes the gateway's weights.")
+    st.warning(
+        f"{pending.capitalize()} rollout **{ui.md(name)}**? This changes the gateway's weights."
+    )
     yes, no = st.columns(2)
     if yes.button(f"Confirm {pending}", key="canary_yes", type="primary"):
         try:
@@ -126,10 +128,10 @@ if pending in actions:
                 ctx.database_url, ctx.tenant, name, pending, reason, ctx.actor
             )
         except ValueError as exc:
-            st.error(str(exc))
+            st.error(ui.md(exc))
         else:
             st.session_state.pop("canary_confirm", None)
-            st.success(f"{name}: {pending} applied, status now {status}.")
+            st.success(ui.md(f"{name}: {pending} applied, status now {status}."))
             st.rerun()
     if no.button("Cancel", key="canary_no"):
         st.session_state.pop("canary_confirm", None)

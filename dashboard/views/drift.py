@@ -71,7 +71,8 @@ if flagged.empty:
     st.success("No signal drifted in the newest run of any segment.")
 else:
     st.warning(
-        "Drifted: " + "; ".join(f"**{r.signal}** in {r.segment}" for r in flagged.itertuples()),
+        "Drifted: "
+        + "; ".join(f"**{ui.md(r.signal)}** in {ui.md(r.segment)}" for r in flagged.itertuples()),
         icon=":material/warning:",
     )
 untested = results["verdict"] == "insufficient data"
@@ -141,7 +142,7 @@ if hist.empty:
     st.caption("No histogram for this signal (embeddings or an empty window).")
 else:
     st.caption(
-        f"{chosen.signal} · {chosen.segment}: {chosen.method} test, effect size "
+        f"{ui.md(chosen.signal)} · {ui.md(chosen.segment)}: {chosen.method} test, effect size "
         f"{ui.fmt(chosen.effect_size, '', 3)} ({chosen.effect_kind}), p = "
         f"{'–' if pd.isna(chosen.pvalue) else f'{chosen.pvalue:.2e}'}, "
         f"n = {chosen.n_reference} reference / {chosen.n_current} current"

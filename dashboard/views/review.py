@@ -42,8 +42,8 @@ if maybe_task is None:
 task = maybe_task
 why = "audit sample (uniformly drawn)" if task.audit else f"{task.reason.replace('_', ' ')} item"
 st.caption(
-    f"Item {task.id} · rubric **{task.rubric.name}** · model {task.model or '?'} · "
-    f"variant {task.variant or '-'} · {why}"
+    f"Item {task.id} · rubric **{ui.md(task.rubric.name)}** · model {ui.md(task.model or '?')} "
+    f"· variant {ui.md(task.variant or '-')} · {why}"
 )
 left, right = st.columns(2)
 left.markdown("**Prompt**")

@@ -58,9 +58,9 @@ session_id = st.text_input("Open session", value=default_id, key="sessions_open"
 with data.engine(ctx.database_url).connect() as conn:
     conv = sessions.get_session(conn, ctx.tenant, session_id)
 if conv is None:
-    st.warning(f"No session {session_id!r} for tenant {ctx.tenant}.")
+    st.warning(f"No session {ui.md(repr(session_id))} for tenant {ui.md(ctx.tenant)}.")
     st.stop()
-st.subheader(f"Session {session_id}")
+st.subheader(f"Session {ui.md(session_id)}")
 m = st.columns(4)
 m[0].metric("Calls", conv["calls"])
 m[1].metric("Traces", conv["traces"])
@@ -77,8 +77,10 @@ for turn in conv["turns"]:
             f"{j['rubric_name']} {j['score']:g}" for j in turn["judge"] if j["score"] is not None
         )
         st.caption(
-            f"{turn['started_at']} · {turn['model'] or '?'} · "
-            f"{turn['input_tokens'] or '–'}/{turn['output_tokens'] or '–'} tokens · "
-            f"{ui.fmt(turn['cost_usd'], 'USD', 5)} · call {turn['call_id']}"
-            + (f" · judge: {scores}" if scores else "")
+            ui.md(
+                f"{turn['started_at']} · {turn['model'] or '?'} · "
+                f"{turn['input_tokens'] or '–'}/{turn['output_tokens'] or '–'} tokens · "
+                f"{ui.fmt(turn['cost_usd'], 'USD', 5)} · call {turn['call_id']}"
+                + (f" · judge: {scores}" if scores else "")
+            )
         )

@@ -69,10 +69,10 @@ trace_id = st.text_input("Open trace", value=default_id, key="traces_open").stri
 with data.engine(ctx.database_url).connect() as conn:
     tree = traces.get_trace(conn, ctx.tenant, trace_id)
 if tree is None:
-    st.warning(f"No trace {trace_id!r} for tenant {ctx.tenant}.")
+    st.warning(f"No trace {ui.md(repr(trace_id))} for tenant {ui.md(ctx.tenant)}.")
     st.stop()
 tot = tree["totals"]
-st.subheader(f"Trace {trace_id}")
+st.subheader(f"Trace {ui.md(trace_id)}")
 m = st.columns(5)
 m[0].metric("Duration", ui.fmt(tot["latency_s"], "ms"))
 m[1].metric("LLM calls", tot["llm_calls"])
@@ -144,11 +144,11 @@ if llm:
     cols = st.columns(min(len(llm), 4))
     for i, r in enumerate(llm):
         cols[i % len(cols)].button(
-            f"Open call {r['call_id'][-12:]}",
+            f"Open call {ui.md(r['call_id'][-12:])}",
             key=f"traces_call_{i}",
             on_click=_open_call,
             args=(r["call_id"],),
-            help=r["span"].strip(),
+            help=ui.md(r["span"].strip()),
         )
 if st.session_state.pop("traces_goto_call", None):
     st.switch_page("views/calls.py")

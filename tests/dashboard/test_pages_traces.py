@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from collector.store.engine import make_engine
 from collector.store.models.judges import HumanLabel, JudgeSample, ReviewItem
+from dashboard import ui
 from driftline.app import create_app
 from tests.conftest import make_settings
 from tests.dashboard.conftest import APP
@@ -108,7 +109,7 @@ def test_traces_page_tree_and_link_to_call(store: str, monkeypatch: pytest.Monke
     at.button(key="traces_call_0").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["calls_open"] == call_id
-    assert any(s.value.startswith("Call ") and call_id in s.value for s in at.subheader)
+    assert any(s.value == f"Call {ui.md(call_id)}" for s in at.subheader)  # Markdown-escaped
 
 
 def test_sessions_page_shows_a_conversation(store: str, monkeypatch: pytest.MonkeyPatch) -> None:
