@@ -48,6 +48,8 @@ class Expect:
     odd_evals: list[str] = field(default_factory=list)
     plain_contents: list[tuple[str, str]] = field(default_factory=list)
     odd_contents: list[tuple[str, str]] = field(default_factory=list)
+    #: the spec of each item by its key or evaluation-name prefix (for failure messages)
+    specs: dict[Any, SpanSpec | LogSpec] = field(default_factory=dict)
     invalid_logs: int = 0
 
     @property
@@ -207,6 +209,7 @@ def build_request(
                 msg.attributes.append(_kv("x.raw", BAD_UTF8))
             ss.spans.append(msg)
             docs.append(_span_json(sp, msg))
+            exp.specs[hexkey(key)] = sp
             {"plain": exp.plain_spans, "odd": exp.odd_spans, "invalid": exp.invalid_spans}[
                 sp.cls
             ].append(hexkey(key))
@@ -228,11 +231,13 @@ def build_request(
                 rec = _eval_record(lg, prefix, trace, sid)
                 if lg.cls != "invalid":
                     (exp.plain_evals if lg.cls == "plain" else exp.odd_evals).append(prefix)
+                    exp.specs[prefix] = lg
             elif lg.event == "content":
                 rec = _content_record(lg, trace, sid)
                 if lg.cls != "invalid":
                     target = exp.plain_contents if lg.cls == "plain" else exp.odd_contents
                     target.append((trace.hex(), sid.hex()))
+                    exp.specs[(trace.hex(), sid.hex())] = lg
             else:
                 rec = LogRecord(time_unix_nano=NOW_NS, event_name="app.log")
                 rec.body.string_value = lg.text
