@@ -79,6 +79,11 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _check_id(rid: str, where: Path) -> None:
+    if not (rid.isascii() and rid.isdigit() and len(rid) <= 20):
+        raise KeyError(f"no quarantined record {rid!r} in {where}: an id is the record's digits")
+
+
 class Quarantine:
     """The quarantine of the spool in ``spool_dir`` (created on first use)."""
 
@@ -139,8 +144,10 @@ class Quarantine:
         """The entry ``rid`` and its record.
 
         Raises:
-            KeyError: no such entry (the message names it).
+            KeyError: no such entry (the message names it), or ``rid`` is not an id (20 digits
+                at most: never a path).
         """
+        _check_id(rid, self.dir)
         try:
             entry = Entry(**json.loads((self.dir / f"{rid}.json").read_text()))
             data = (self.dir / f"{rid}.rec").read_bytes()
@@ -152,7 +159,12 @@ class Quarantine:
         return entry, recs[0]
 
     def remove(self, rid: str) -> None:
-        """Forget ``rid`` (its journal line stays: the counter never goes down)."""
+        """Forget ``rid`` (its journal line stays: the counter never goes down).
+
+        Raises:
+            KeyError: ``rid`` is not an id.
+        """
+        _check_id(rid, self.dir)
         for suffix in (".rec", ".json"):
             (self.dir / f"{rid}{suffix}").unlink(missing_ok=True)
 

@@ -102,6 +102,12 @@ def test_a_refused_record_is_narrowed_down_quarantined_and_replayed_after_a_fix(
         spool_cli, ["quarantine", "show", "42", "--spool-dir", str(tmp_path / "sp")]
     )
     assert missing.exit_code == 1 and "no quarantined record '42'" in missing.output
+    (tmp_path / "secret.json").write_text(json.dumps({"id": "x"}))
+    for rid in ("../../secret", "/etc/passwd", "１２"):  # a path, never read; non-ASCII digits
+        outside = runner.invoke(
+            spool_cli, ["quarantine", "show", rid, "--spool-dir", str(tmp_path / "sp")]
+        )
+        assert outside.exit_code == 1 and "an id is the record's digits" in outside.output
     replayed = runner.invoke(
         spool_cli,
         ["quarantine", "replay", "--spool-dir", str(tmp_path / "sp"), "--database-url", db],
