@@ -11,7 +11,6 @@ hex ids, int64 as string or number, integer enums, unknown fields ignored) and
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,9 +34,12 @@ from collector.ingest.body import (  # noqa: F401 - re-exported: the receivers' 
     media_type,
     read_body,
 )
+from collector.ingest.jsondoc import MAX_JSON_DEPTH, cut_deep, load_chunked
 from collector.store.schema import SpanData
 
 MAX_ERROR_MESSAGES = 20
+#: OTLP/JSON bodies larger than this are parsed value by value (orjson below: one C call)
+CHUNKED_JSON_BYTES = 1 << 20
 #: the store keeps times as signed 64-bit integers; OTLP sends fixed64 (unsigned)
 MAX_UNIX_NANO = 2**63 - 1
 
@@ -254,16 +256,31 @@ def _ids_to_base64(obj: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _load_json(body: bytes) -> Any:
+    """The JSON document of ``body`` ({} when blank). Invalid UTF-8 is replaced (U+FFFD) rather
+    than failing; big ints stay exact; values nested past :data:`MAX_JSON_DEPTH` are cut to
+    null (:func:`cut_deep`): one deep attribute never loses the request's other spans. A body
+    over :data:`CHUNKED_JSON_BYTES` is parsed value by value (:func:`load_chunked`), so that
+    its parse never holds the GIL for long.
+
+    Raises:
+        DecodeError: the body is not JSON (HTTP 400).
+    """
     if not body.strip():
         return {}
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        pass
-    try:  # invalid UTF-8 is replaced (U+FFFD) rather than failing; big ints stay exact
-        return json.loads(body.decode("utf-8", errors="replace"))
-    except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's stack
-        raise DecodeError(f"the body is not valid JSON: {exc}") from None
+    if len(body) <= CHUNKED_JSON_BYTES:
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
+    text = body.decode("utf-8", errors="replace")
+    for attempt in (text, None):
+        try:
+            return load_chunked(attempt if attempt is not None else cut_deep(text))
+        except RecursionError:  # nested past Python's stack: cut, then once more
+            continue
+        except ValueError as exc:
+            raise DecodeError(f"the body is not valid JSON: {exc}") from None
+    raise DecodeError(f"the body is not valid JSON: nested past {MAX_JSON_DEPTH} levels")
 
 
 def _list_field(obj: dict[str, Any], *names: str) -> list[Any]:
