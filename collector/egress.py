@@ -149,8 +149,10 @@ class EgressPolicy:
             addr = str(sockaddr[0])
             ip = _address(addr)
             if ip is None or not self.allows(host, ip, port):
+                # the address itself is not named: the message reaches tenant admins, who
+                # should not learn the internal network's names and addresses from it
                 raise EgressDenied(
-                    f"{host}:{port} resolves to {addr}, which is not a public address; "
+                    f"{host}:{port} resolves to an address that is not public; "
                     f"an operator may allow it with {ENV_VAR}"
                 )
             if addr not in out:
