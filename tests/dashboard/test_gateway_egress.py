@@ -12,6 +12,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,3 +110,27 @@ def test_dashboard_setting_is_validated_at_start() -> None:
     with pytest.raises(ConfigError, match="DRIFTLINE_EGRESS_ALLOW"):
         load_dashboard_settings(egress_allow="not a host!")
     assert load_dashboard_settings(egress_allow="127.0.0.1:8000").egress_allow == "127.0.0.1:8000"
+
+
+def test_capacity_page_refuses_a_loopback_gateway_link(
+    server: _Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page itself, opened from a crafted ``?gateway=`` link: a warning, no request."""
+    from streamlit.testing.v1 import AppTest
+
+    from collector.store import engine as store_engine
+    from tests.dashboard.conftest import APP
+
+    url = f"sqlite:///{tmp_path / 'cap.db'}"
+    store_engine.upgrade(url)
+    monkeypatch.setenv("DRIFTLINE_DATABASE_URL", url)
+    monkeypatch.setenv("DRIFTLINE_DASHBOARD_DEV", "true")
+    monkeypatch.delenv("DRIFTLINE_EGRESS_ALLOW", raising=False)
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    at.switch_page("views/capacity.py")
+    at.query_params["gateway"] = server.url
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("DRIFTLINE_EGRESS_ALLOW" in w.value for w in at.warning)
+    assert server.paths == []
