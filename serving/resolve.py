@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,8 @@ from serving.config import GatewayConfig
 from serving.errors import ServingError
 
 ROLLOUT_HEADER = "x-driftline-rollout"
+#: a rollout name, as the collector's rollout API accepts it (``driftline.api.rollouts``)
+ROLLOUT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,255}")
 SESSION_HEADERS: tuple[str, ...] = ("x-driftline-session", "x-session-id")
 USER_HEADER = "x-driftline-user"
 
@@ -62,15 +65,24 @@ def tenant_for(config: GatewayConfig, authorization: str | None) -> str | None:
 def resolve_target(config: GatewayConfig, model: Any, rollout_header: str | None) -> Target:
     """Decide the rollout or pinned model of a request.
 
-    Order: header ``X-Driftline-Rollout`` (any name; weights may come from the collector only)
+    Order: header ``X-Driftline-Rollout`` (any valid name; its weights may come from the
+    collector only)
     → ``model`` naming a configured rollout → ``model`` naming anything else (pinned, passed to
     the engine as is) → ``default_rollout``.
 
     Raises:
-        GatewayRequestError: 400 when ``model`` is not a string, or when nothing is named and
-            no default rollout exists.
+        GatewayRequestError: 400 when the header is not a rollout name (:data:`ROLLOUT_NAME`),
+            when ``model`` is not a string, or when nothing is named and no default rollout
+            exists.
     """
     if rollout_header:
+        if not ROLLOUT_NAME.fullmatch(rollout_header):
+            raise GatewayRequestError(
+                400,
+                "invalid_rollout",
+                f"{ROLLOUT_HEADER}: a rollout name is 1-256 letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit",
+            )
         return Target(rollout=rollout_header, pinned=None)
     if model is not None and not isinstance(model, str):
         raise GatewayRequestError(400, "invalid_model", "model must be a string")

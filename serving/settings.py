@@ -140,6 +140,12 @@ class GatewaySettings(BaseSettings):
     max_queue: int = Field(default=256, ge=0, description="Requests waiting for a slot before 429.")
     retry_after_s: int = Field(default=1, ge=1, description="Retry-After header on 429 (seconds).")
     max_output_tokens: int = Field(default=1024, gt=0, description="Server-side cap on max_tokens.")
+    gateway_max_body_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        gt=0,
+        description="Largest request body the gateway reads: HTTP 413 as soon as Content-Length "
+        "or the streamed body passes it (checked after the API key, before parsing).",
+    )
     weights_ttl_s: float = Field(
         default=5.0, gt=0, description="Rollout weights cache TTL (seconds)."
     )

@@ -12,8 +12,10 @@ import asyncio
 import logging
 import math
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import httpx
 
@@ -75,9 +77,10 @@ def parse_weights_body(body: object, rollout: str) -> tuple[dict[str, float], in
 class WeightsCache:
     """Per-rollout weights with a TTL, refreshed from the collector when it is configured.
 
-    One refresh per rollout at a time (an ``asyncio.Lock``); callers in the meantime get the
-    current snapshot. Counters ``fetch_ok`` / ``fetch_failed`` are public for ``/metrics``-style
-    inspection and tests.
+    One refresh per rollout at a time (an ``asyncio.Lock``, kept only while in use, so names
+    that clients invent do not accumulate); callers in the meantime get the current snapshot.
+    The name is percent-quoted into the collector URL's path. Counters ``fetch_ok`` /
+    ``fetch_failed`` are public for ``/metrics``-style inspection and tests.
     """
 
     def __init__(
@@ -100,7 +103,8 @@ class WeightsCache:
         self._url = collector_url.rstrip("/") if collector_url else None
         self._ttl = ttl_s
         self._clock = clock
-        self._locks: dict[str, asyncio.Lock] = {}
+        # a lock lives while a refresh holds it: names the clients make up leave nothing behind
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._snap: dict[str, WeightsSnapshot] = {
             name: WeightsSnapshot(name, dict(r.weights), None, "static", -math.inf)
             for name, r in config.rollouts.items()
@@ -122,7 +126,9 @@ class WeightsCache:
             return snap
         if snap is not None and self._clock() - snap.fetched_at < self._ttl:
             return snap
-        lock = self._locks.setdefault(rollout, asyncio.Lock())
+        lock = self._locks.get(rollout)
+        if lock is None:
+            lock = self._locks[rollout] = asyncio.Lock()
         if lock.locked() and snap is not None:
             return snap
         async with lock:
@@ -134,7 +140,7 @@ class WeightsCache:
     async def _refresh(self, rollout: str, snap: WeightsSnapshot | None) -> WeightsSnapshot | None:
         assert self._client is not None
         now = self._clock()
-        url = f"{self._url}/api/v1/rollouts/{rollout}/weights"
+        url = f"{self._url}/api/v1/rollouts/{quote(rollout, safe='')}/weights"
         try:
             resp = await self._client.get(url, timeout=2.0)
             if resp.status_code != 200:
