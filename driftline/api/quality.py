@@ -159,10 +159,11 @@ def judge_results(
     cursor: Annotated[str | None, Query(max_length=32)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
-    """Oldest first; ``next_cursor`` pages on (a result id, decimal, below 2**63)."""
+    """Oldest first; ``next_cursor`` pages on (a result id: decimal, below 2**31, the id
+    column's range on PostgreSQL)."""
     after = None
     if cursor is not None:
-        if not (cursor.isascii() and cursor.isdigit()) or int(cursor) >= 2**63:
+        if not (cursor.isascii() and cursor.isdigit()) or int(cursor) >= 2**31:
             raise BadRequestError(f"cursor must be a cursor returned by this API, got {cursor!r}")
         after = int(cursor)
     with state.engine.connect() as conn:
