@@ -7,9 +7,10 @@ Every generated item is one of three classes:
   run; duplicates of earlier spans' ids among them): it must be stored exactly once.
 * ``odd``: well-formed ids and times but hostile content: NUL characters, lone surrogates
   (OTLP/JSON escapes), invalid UTF-8, NaN / infinities, int64 extremes, huge and deeply nested
-  attribute values, evaluation times >= 2**63, over-long score names and labels. The collector
-  may store it (cleaned), reject it (``partialSuccess``) or quarantine its spool record; never
-  lose it silently and never stop on it.
+  attribute values, values past their store column (PostgreSQL varchar), evaluation times
+  >= 2**63, over-long score names and labels. The collector may store it (cleaned), reject it
+  (``partialSuccess``) or quarantine its spool record; never lose it silently and never stop
+  on it (and a quarantined record must not take the plain spans beside it along).
 * ``invalid``: ids of the wrong size, span times >= 2**63 or negative: it must be rejected in
   ``partialSuccess`` and never stored.
 
@@ -70,6 +71,20 @@ odd_texts = st.one_of(
     st.builds(lambda n: Text("a!" * n + "@"), st.integers(1, 400)),
     st.builds(lambda n, s: Text(s * n), st.integers(1000, 20_000), st.sampled_from(SENSITIVE)),
 )
+#: attributes stored in a bounded column of ``llm_calls`` (varchar(64) to varchar(512))
+COLUMN_KEYS = [
+    "gen_ai.operation.name",
+    "gen_ai.provider.name",
+    "gen_ai.request.model",
+    "driftline.rollout",
+    "driftline.variant",
+    "user.id",
+    "session.id",
+    "gen_ai.conversation.id",
+    "gen_ai.response.id",
+    "gen_ai.request.id",
+    "gen_ai.response.finish_reasons",
+]
 int64_edges = st.sampled_from([2**63 - 1, -(2**63), -1, 0, 2**31, 2**53 + 1])
 odd_doubles = st.sampled_from([math.nan, math.inf, -math.inf, 9.3e18, -0.0, 1e308])
 
@@ -121,6 +136,12 @@ def _attr_strategy(odd: bool, json_ok: bool) -> st.SearchStrategy[Attr]:
         )
     options = [
         st.builds(Attr, keys, st.just("s"), odd_texts),
+        st.builds(  # past the store's column of the value (PostgreSQL varchar(64..512))
+            Attr,
+            st.sampled_from(COLUMN_KEYS),
+            st.just("s"),
+            st.sampled_from([65, 129, 257, 513, 5000]).map(lambda n: Text("v" * n)),
+        ),
         st.builds(Attr, st.just("x.weird\x00key"), st.just("s"), plain_texts),
         st.builds(
             Attr,

@@ -231,6 +231,21 @@ EXPLICIT = [
 ]
 
 
+# a value past its PostgreSQL column (user_id varchar(256)) beside a plain span in one export
+EXPLICIT.append(
+    _then_a_span(
+        gen.RequestSpec(
+            "traces",
+            "json",
+            spans=(
+                gen.SpanSpec("odd", "chat", gen.NOW_NS, 5, (gen.Attr("user.id", "s", "u" * 257),)),
+                gen.SpanSpec("plain", "chat", gen.NOW_NS, 5, ()),
+            ),
+        )
+    )
+)
+
+
 def test_poison_exports_never_stop_the_processor(db_url: str, store: Store, tmp_path: Path) -> None:
     salts = itertools.count(1)
     failures: list[str] = []
