@@ -110,7 +110,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
+        known = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+        code = known.get(exc.status_code, "error")
         return error_response(
             request,
             exc.status_code,

@@ -107,6 +107,7 @@ class LimitsMiddleware:
 
     def __init__(self, app: ASGIApp, *, max_request_bytes: int) -> None:
         self.app = app
+        self.limit = max_request_bytes
         self.bounded = RequestBodyLimitMiddleware(app, max_body_size=max_request_bytes)
         self._routes: list[RouteKey] | None = None  # on the first request: routes are final
 
@@ -115,12 +116,27 @@ class LimitsMiddleware:
             await self.app(scope, receive, send)
             return
         state: deps.AppState | None = getattr(scope["app"].state, "driftline", None)
+        refusal = None
         if state is not None and not state.settings.dev:
             refusal = await self._refusal(scope, state)
-            if refusal is not None:
-                await refusal(scope, receive, send)
-                return
+        if refusal is None:
+            refusal = self._declared_too_large(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
         await self.bounded(scope, receive, send)
+
+    def _declared_too_large(self, scope: Scope) -> ASGIApp | None:
+        """The 413 of a ``Content-Length`` over the limit, in the API's error shape (Starlette
+        answers it in plain text); a streamed body is counted by :attr:`bounded`."""
+        request = Request(scope)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.limit:
+            message = f"request body of {declared} bytes exceeds {self.limit} bytes"
+            return error_response(
+                request, 413, "body_too_large", message, code_pb2.RESOURCE_EXHAUSTED
+            )
+        return None
 
     def _requirement(self, scope: Scope) -> Requirement:
         if self._routes is None:

@@ -111,6 +111,7 @@ def test_content_length_over_the_limit_gets_413_at_once(
     lc, keys = server
     raw = _exchange(lc.settings.http_port, _head("/api/v1/feedback", LIMIT + 1, keys.ingest), b"{")
     assert _status(raw) == 413, raw[:300]
+    assert b'"body_too_large"' in raw
 
 
 def test_a_chunked_body_is_cut_at_the_limit(server: tuple[LiveCollector, Keys]) -> None:
@@ -120,6 +121,7 @@ def test_a_chunked_body_is_cut_at_the_limit(server: tuple[LiveCollector, Keys]) 
     body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(LIMIT // len(chunk) + 2))
     raw = _exchange(lc.settings.http_port, _head("/api/v1/feedback", 0, keys.ingest, True), body)
     assert _status(raw) == 413, raw[:300]
+    assert b'"body_too_large"' in raw
 
 
 def test_within_the_limit_the_route_answers_as_before(server: tuple[LiveCollector, Keys]) -> None:
