@@ -199,8 +199,13 @@ def test_nul_and_long_fields_are_400_on_every_store(
         for fb in bad_feedback:
             r = c.post("/api/v1/feedback", json=fb)
             assert r.status_code == 400, r.text
-        score = {"session_id": "s", "name": "x", "data_type": "numeric", "value": 1}
-        for extra in [{"comment": "a\x00"}, {"attributes": {"a": ["\x00"]}}, {"label": "\x00"}]:
+        score: dict[str, Any] = {"session_id": "s", "name": "x", "data_type": "numeric", "value": 1}
+        extras: list[dict[str, Any]] = [
+            {"comment": "a\x00"},
+            {"attributes": {"a": ["\x00"]}},
+            {"label": "\x00"},
+        ]
+        for extra in extras:
             assert_400(c.post("/api/v1/scores", json={**score, **extra}), "NUL")
         good = {"trace_id": tid, "kind": "thumbs_up", "user_id": "u1"}
         r = c.post("/api/v1/feedback/batch", json={"items": [bad_feedback[0], good]})

@@ -149,13 +149,14 @@ def edge_cases(operation: APIOperation) -> Iterator[tuple[str, schemathesis.Case
             yield f"{where} {param.name}={value!r}", case
     if not isinstance(base.body, dict):
         return
-    items = base.body.get("items")
-    in_items = isinstance(items, list) and items and isinstance(items[0], dict)
-    targets = [base.body, items[0]] if in_items else [base.body]
+    top: dict[str, Any] = base.body
+    items = top.get("items")
+    first = items[0] if isinstance(items, list) and items else None
+    targets = [top, first] if isinstance(first, dict) else [top]
     for target, fields in enumerate(targets):
         for field in list(fields):
             for value in EDGE_JSON:
-                body = copy.deepcopy(base.body)
+                body: dict[str, Any] = copy.deepcopy(top)
                 (body if target == 0 else body["items"][0])[field] = value
                 yield f"body {'items[0].' if target else ''}{field}={value!r}", make(body=body)
 
