@@ -55,22 +55,30 @@ def _hex_id(value: Any, size: int, name: str) -> str | None:
     return v
 
 
-def has_nul(value: Any) -> bool:
-    """True when a string anywhere in ``value`` (JSON: str, list, dict keys and values)
-    holds a NUL character, which PostgreSQL text and JSONB cannot store (walked without
-    recursion: a body may be nested as deep as the JSON parser allows)."""
-    stack = [value]
+#: deepest nesting of a body's free-form JSON (``metadata``, a score's ``attributes``): the
+#: store's JSON encoder (orjson) stops at 255 levels, a 500 at insert; 64 is far beyond use
+MAX_JSON_DEPTH = 64
+
+
+def check_json(value: Any, name: str) -> None:
+    """Refuse what the store cannot keep in free-form JSON: a NUL character in any string
+    (PostgreSQL text and JSONB cannot hold it) or nesting deeper than :data:`MAX_JSON_DEPTH`.
+    Walked without recursion (a body may be as deep as the JSON parser allows).
+
+    Raises:
+        ValueError: naming ``name``.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, str):
             if "\x00" in item:
-                return True
-        elif isinstance(item, Mapping):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return False
+                raise ValueError(f"{name} must not contain NUL characters (\\u0000)")
+        elif isinstance(item, Mapping | list | tuple):
+            if depth >= MAX_JSON_DEPTH:
+                raise ValueError(f"{name} is nested deeper than {MAX_JSON_DEPTH} levels")
+            children = [*item.keys(), *item.values()] if isinstance(item, Mapping) else item
+            stack.extend((child, depth + 1) for child in children)
 
 
 def _timestamp(value: Any) -> int:
@@ -102,8 +110,7 @@ def parse_event(raw: Mapping[str, Any]) -> FeedbackEvent:
     """
     if not isinstance(raw, Mapping):
         raise ValueError("feedback must be a JSON object")
-    if has_nul(raw):
-        raise ValueError("feedback must not contain NUL characters (\\u0000)")
+    check_json(raw, "feedback")
     kind = raw.get("kind")
     value = raw.get("value")
     if kind is None and isinstance(value, str):

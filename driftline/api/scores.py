@@ -13,7 +13,7 @@ from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from collector.errors import BadRequestError
-from collector.ingest.feedback import has_nul
+from collector.ingest.feedback import check_json
 from collector.store import scores
 from collector.store.queries import MAX_PAGE
 from driftline.api.calls import hex_id
@@ -48,10 +48,9 @@ class ScoreIn(BaseModel):
     attributes: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _no_nul(self) -> ScoreIn:
-        """PostgreSQL text and JSONB cannot hold NUL: refused here, not a 500 at insert."""
-        if has_nul(self.model_dump()):
-            raise ValueError("score must not contain NUL characters (\\u0000)")
+    def _storable(self) -> ScoreIn:
+        """No NUL, no nesting past MAX_JSON_DEPTH: refused here, not a 500 at insert."""
+        check_json(self.model_dump(), "score")
         return self
 
 
