@@ -35,16 +35,14 @@ from sqlalchemy.exc import DBAPIError
 
 from collector.errors import BadRequestError, StoreUnavailableError
 from collector.ingest.capture import apply_policy
-from collector.ingest.decode import MAX_UNIX_NANO
 from collector.ingest.logs import DETAILS_EVENT, Evaluation, LogBatch
 from collector.ingest.normalize import extract
 from collector.ingest.prepare import Item
-from collector.ingest.values import to_float
+from collector.ingest.values import evaluation_text_error, time_error, to_float
 from collector.ingest.writer import BatchWriter
 from collector.store import bulk
 from collector.store.failures import is_transient
 from collector.store.models.logs import GenAILogEvent
-from collector.store.models.scores import ExternalScore
 from collector.store.schema import SpanData
 from collector.store.scores import insert_scores, link
 
@@ -220,31 +218,19 @@ def _score_row(e: Evaluation, received: int) -> dict[str, Any]:
     }
 
 
-#: the sender's text fields of a score and their column's length (the model is the source)
-_SCORE_LIMITS = {
-    attr: cast(Any, ExternalScore.__table__.c[col].type).length
-    for attr, col in (("name", "name"), ("score_label", "label"), ("response_id", "response_id"))
-}
-
-
 def _evaluation_error(e: Evaluation) -> str | None:
-    if e.time_unix_nano > MAX_UNIX_NANO:
-        return (
-            f"evaluation {e.name[:64]!r}: time_unix_nano {e.time_unix_nano} is past 2262 and "
-            "does not fit a signed 64-bit integer"
-        )
-    for attr, limit in _SCORE_LIMITS.items():
-        value = getattr(e, attr)
-        if value is not None and len(value) > limit:
-            return f"evaluation {e.name[:64]!r}: {attr} is longer than {limit} characters"
-    return None
+    what = f"evaluation {e.name[:64]!r}"
+    texts = {"name": e.name, "score_label": e.score_label, "response_id": e.response_id}
+    return time_error(what, e.time_unix_nano) or evaluation_text_error(what, texts)
 
 
 def reject_unstorable(batch: LogBatch) -> None:
     """Drop from ``batch`` (in place) the records no store can hold, each counted in
     ``batch.rejected`` with its reason: a time at or past 2**63 ns (OTLP's times are unsigned
     64-bit, the store's signed) and an evaluation name, label or response id longer than its
-    column (128, 128, 512 characters: rejected rather than truncated, since they identify)."""
+    column (128, 128, 512 characters: rejected rather than truncated, since they identify).
+    The receivers reject them already (:func:`collector.ingest.logs.add_record`); this keeps
+    records spooled by an older receiver from reaching the store."""
     kept = []
     for e in batch.evaluations:
         error = _evaluation_error(e)
@@ -256,13 +242,11 @@ def reject_unstorable(batch: LogBatch) -> None:
     content = []
     for trace_id, span_id, ev in batch.content:
         t = ev.get("time_unix_nano")
-        if isinstance(t, int) and t > MAX_UNIX_NANO:
-            batch.reject(
-                f"{ev.get('name')} record of span {span_id}: time_unix_nano {t} is past 2262 "
-                "and does not fit a signed 64-bit integer"
-            )
-        else:
+        error = time_error(f"{ev.get('name')} record of span {span_id}", t) if t else None
+        if error is None:
             content.append((trace_id, span_id, ev))
+        else:
+            batch.reject(error)
     batch.content = content
 
 

@@ -25,6 +25,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from collector.errors import DecodeError
 from collector.ingest.decode import MAX_ERROR_MESSAGES, PROTOBUF, _load_json, any_value, attributes
+from collector.ingest.values import evaluation_text_error, time_error
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 EVALUATION_EVENT = "gen_ai.evaluation.result"
@@ -99,7 +100,9 @@ def add_record(batch: LogBatch, rec: LogRecord) -> None:
     """Classify one log record into ``batch``.
 
     Raises:
-        ValueError: a trace or span id of the wrong size.
+        ValueError: a trace or span id of the wrong size; a time the store cannot hold, an
+            evaluation name, label or response id longer than its column
+            (:func:`~collector.ingest.values.time_error`, ``evaluation_text_error``).
     """
     trace_id = _id(rec.trace_id, 16, "traceId")
     span_id = _id(rec.span_id, 8, "spanId")
@@ -107,21 +110,27 @@ def add_record(batch: LogBatch, rec: LogRecord) -> None:
     name = rec.event_name or attrs.pop("event.name", None)
     attrs.pop("event.name", None)
     time = int(rec.time_unix_nano or rec.observed_time_unix_nano)
+    kept = name in CONTENT_EVENTS or name == EVALUATION_EVENT
+    if kept and (error := time_error(f"{name} record", time)):
+        raise ValueError(error)
     if name == EVALUATION_EVENT:
         ev_name = attrs.get("gen_ai.evaluation.name")
-        batch.evaluations.append(
-            Evaluation(
-                trace_id=trace_id,
-                span_id=span_id,
-                response_id=_text(attrs.get("gen_ai.response.id")),
-                name=str(ev_name) if ev_name else "unnamed",
-                score_value=_score(attrs.get("gen_ai.evaluation.score.value")),
-                score_label=_text(attrs.get("gen_ai.evaluation.score.label")),
-                explanation=_text(attrs.get("gen_ai.evaluation.explanation")),
-                attributes=attrs,
-                time_unix_nano=time,
-            )
+        evaluation = Evaluation(
+            trace_id=trace_id,
+            span_id=span_id,
+            response_id=_text(attrs.get("gen_ai.response.id")),
+            name=str(ev_name) if ev_name else "unnamed",
+            score_value=_score(attrs.get("gen_ai.evaluation.score.value")),
+            score_label=_text(attrs.get("gen_ai.evaluation.score.label")),
+            explanation=_text(attrs.get("gen_ai.evaluation.explanation")),
+            attributes=attrs,
+            time_unix_nano=time,
         )
+        e = evaluation
+        texts = {"name": e.name, "score_label": e.score_label, "response_id": e.response_id}
+        if error := evaluation_text_error(f"{name} record", texts):
+            raise ValueError(error)
+        batch.evaluations.append(evaluation)
         return
     if name not in CONTENT_EVENTS:
         batch.other += 1

@@ -31,6 +31,33 @@ FINISH_REASON_MAP = {
 _MISSING_SENTINEL = -1.0
 #: token counts are stored as signed 64-bit integers (BigInteger)
 MAX_TOKENS = 2**63 - 1
+#: times are stored as signed 64-bit integers of ns; OTLP sends unsigned ones (fixed64)
+MAX_UNIX_NANO = 2**63 - 1
+#: column lengths of an evaluation's text fields in ``external_scores`` (checked against
+#: :class:`collector.store.models.scores.ExternalScore` by tests/collector/test_spool_poison.py)
+EVALUATION_TEXT_LIMITS = {"name": 128, "score_label": 128, "response_id": 512}
+
+
+def time_error(what: str, unix_nano: int) -> str | None:
+    """Why ``unix_nano`` cannot be stored (at or past 2**63 ns, the year 2262), naming
+    ``what``; None when it can."""
+    if unix_nano > MAX_UNIX_NANO:
+        return (
+            f"{what}: time_unix_nano {unix_nano} is past 2262 and does not fit a signed 64-bit "
+            "integer"
+        )
+    return None
+
+
+def evaluation_text_error(what: str, texts: Mapping[str, str | None]) -> str | None:
+    """Why an evaluation's ``name`` / ``score_label`` / ``response_id`` cannot be stored: one
+    longer than its column (:data:`EVALUATION_TEXT_LIMITS`; rejected, not truncated, since
+    they identify); None when all fit."""
+    for field, limit in EVALUATION_TEXT_LIMITS.items():
+        value = texts.get(field)
+        if value is not None and len(value) > limit:
+            return f"{what}: {field} is longer than {limit} characters"
+    return None
 
 
 def first(attrs: Mapping[str, Any], keys: Iterable[str]) -> Any:

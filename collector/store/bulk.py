@@ -133,6 +133,10 @@ def _pg_copy_upsert(
     stage = f"_stage_{table.name}"
     col_list = ", ".join(names)
     text_idx = [i for i, c in enumerate(cols) if _pg_type(c) == "text"]
+    # PostgreSQL refuses a value longer than its varchar(n) and fails the whole COPY (every
+    # span of the batch): such a value (a user or session id, a model name of 300 characters)
+    # is cut to n characters; SQLite ignores n and keeps it whole
+    limits = {i: n for i in text_idx if (n := getattr(cols[i].type, "length", None))}
     with raw.cursor() as cur:  # type: ignore[union-attr]
         cur.execute(
             f"CREATE TEMP TABLE IF NOT EXISTS {stage} "
@@ -146,8 +150,13 @@ def _pg_copy_upsert(
                     if r[i] is not None:
                         r[i] = Jsonb(r[i], dumps=_pg_json_dumps)
                 for i in text_idx:
-                    if isinstance(r[i], str) and "\x00" in r[i]:
-                        r[i] = r[i].replace("\x00", "\ufffd")
+                    v = r[i]
+                    if isinstance(v, str):
+                        if "\x00" in v:
+                            v = v.replace("\x00", "\ufffd")
+                        if i in limits and len(v) > limits[i]:
+                            v = v[: limits[i]]
+                        r[i] = v
                 cp.write_row(r)
         cur.execute(
             f"INSERT INTO {table.name} ({col_list}) SELECT {col_list} FROM {stage} "

@@ -15,16 +15,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest as LogsRequest,
+)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from sqlalchemy import Engine, text
 
 from collector.cost.prices import PriceTable
 from collector.ingest.log_join import joined_writer
+from collector.ingest.values import EVALUATION_TEXT_LIMITS
 from collector.ingest.writer import BatchWriter
 from collector.spool.log import LOGS_PROTOBUF, TRACES_PROTOBUF, Spool
 from collector.spool.processor import SpoolProcessor
 from collector.store import engine as store_engine
-from tests.collector.test_otlp_http import pb_request
+from collector.store.models.scores import ExternalScore
+from driftline.app import create_app
+from tests.collector.test_otlp_http import PB, pb_request
 from tests.collector.test_otlp_logs import logs_request, record
 from tests.conftest import PRICE_FIXTURE, make_settings, wait_for
 
@@ -151,3 +160,60 @@ def test_nul_characters_and_over_long_names_do_not_stop_the_store(rig: Rig) -> N
     assert names == ["n" * 128, f"nul{nul}name"]
     (event,) = rig.rows("SELECT event FROM gen_ai_log_events WHERE tenant = 'a'")
     assert "hi" in str(event)
+
+
+def test_the_evaluation_limits_are_the_score_columns() -> None:
+    cols = ExternalScore.__table__.c
+    lengths = {f: getattr(cols[c].type, "length", None) for f, c in _SCORE_COLUMNS.items()}
+    assert lengths == EVALUATION_TEXT_LIMITS
+
+
+_SCORE_COLUMNS = {"name": "name", "score_label": "label", "response_id": "response_id"}
+
+
+def test_the_receivers_reject_unstorable_log_records_in_partial_success(tmp_path: Path) -> None:
+    """Rejected on receipt, so that the client is told (``partialSuccess``) even when the
+    spool acknowledges before the processor sees the records."""
+    settings = make_settings(
+        f"sqlite:///{tmp_path}/d.db",
+        grpc_enabled=False,
+        spool_enabled=True,
+        spool_dir=tmp_path / "spool",
+        spool_processor="thread",
+    )
+    body = logs_request(
+        _eval("late", at=2**63),
+        _eval("n" * 129),
+        record("gen_ai.user.message", span=3, body={"content": "x"}, at=0),
+        _eval("ok"),
+    )
+    late = logs_request(record("gen_ai.user.message", span=4, body={"content": "y"}))
+    with TestClient(create_app(settings)) as c:
+        r = c.post("/v1/logs", content=body, headers=PB)
+        assert r.status_code == 200
+        resp = ExportLogsServiceResponse.FromString(r.content)
+        assert resp.partial_success.rejected_log_records == 2
+        assert "past 2262" in resp.partial_success.error_message
+        assert "name is longer than 128 characters" in resp.partial_success.error_message
+        bad_time = LogsRequest.FromString(late)
+        bad_time.resource_logs[0].scope_logs[0].log_records[0].time_unix_nano = 2**64 - 1
+        r = c.post("/v1/logs", content=bad_time.SerializeToString(), headers=PB)
+        assert (
+            ExportLogsServiceResponse.FromString(r.content).partial_success.rejected_log_records
+            == 1
+        )
+
+
+def test_an_over_long_call_field_does_not_lose_the_request(rig: Rig) -> None:
+    """A ``user.id`` of 300 characters (``llm_calls.user_id`` is varchar(256)): PostgreSQL
+    refused the whole COPY, and with it the request's other spans; it is cut to 256 there."""
+    req = ExportTraceServiceRequest.FromString(pb_request(2, trace_byte=0x0C))
+    kv = req.resource_spans[0].scope_spans[0].spans[0].attributes.add()
+    kv.key, kv.value.string_value = "user.id", "u" * 300
+    rig.spool.append(TRACES_PROTOBUF, "a", req.SerializeToString(), time.time_ns()).result(5)
+    rig.append_span_of_b()
+    rig.drained()
+    assert rig.b_span_stored()
+    (user,) = rig.rows("SELECT user_id FROM llm_calls WHERE user_id IS NOT NULL")
+    assert user[0] == "u" * (300 if rig.engine.dialect.name == "sqlite" else 256)
+    assert len(rig.rows("SELECT 1 FROM spans WHERE tenant = 'a'")) == 2
