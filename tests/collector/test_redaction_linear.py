@@ -43,6 +43,10 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "bearer_no_digit": lambda n: "bearer " + "a" * n,
     "ipv6_zone": lambda n: "1:1:%" + "a" * n + ":",
     "ipv6_colons": lambda n: "a:" * (n // 2),
+    # the gates (redaction_gates.py) on what they scan most
+    "gate_key_words_dense": lambda n: "token:" * (n // 6),
+    "gate_key_word_windows": lambda n: ("key" + " " * 40 + "=") * (n // 44),
+    "gate_hex_colons": lambda n: "f:" * (n // 2) + "::",
 }
 #: linear, but each match runs Python (ipaddress, Luhn, libphonenumber at ~0.4 ms a number):
 #: measured at smaller sizes to keep the test short
@@ -123,6 +127,19 @@ def test_the_reported_inputs_take_milliseconds(family: str, chars: int) -> None:
     """The reproductions of issue 35, one call each: under 1 CPU s, far above what they take
     now (0.1-20 ms) and far below what they took before the fix."""
     assert cpu_seconds(FAMILIES[family](chars), runs=1) < 1.0
+
+
+def test_text_far_past_the_limit_costs_only_the_limit() -> None:
+    """3,000,000 characters with the default 1,000,000-character limit: the rest is cut off
+    before any pattern sees it (one scan for the cut, then a linear redaction)."""
+    text = ("mail jane@example.com, call (415) 555-0132. " * 70_000)[:3_000_000]
+    with cpu_cap(CAP_S):
+        t0 = time.process_time()
+        out, _ = r.redact_count(text)
+        spent = time.process_time() - t0
+    assert spent < DEFAULT_CPU_S + 1.0
+    assert "jane" not in out and "555-0132" not in out
+    assert len(out) < 1_000_100
 
 
 def test_the_default_budget_bounds_every_family_at_sixty_four_thousand_chars() -> None:
