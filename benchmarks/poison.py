@@ -106,6 +106,7 @@ class Load:
     b_seen: dict[Key, float] = field(default_factory=dict)  # B span -> queryable at
     poison: dict[str, int] = field(default_factory=dict)
     log_answers: dict[int, int] = field(default_factory=dict)
+    log_kinds: dict[str, str] = field(default_factory=dict)  # response id -> poison kind
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -169,6 +170,7 @@ def tenant_a(
             kind = kinds[n_poison % len(kinds)]
             load.poison[kind] = load.poison.get(kind, 0) + 1
         if kind in LOG_POISON:
+            load.log_kinds[f"chatcmpl-{i}"] = kind
             r = http.post(f"{url}/v1/logs", content=log_export(kind, i))
             load.log_answers[r.status_code] = load.log_answers.get(r.status_code, 0) + 1
         else:
@@ -313,6 +315,13 @@ def run_phase(args: argparse.Namespace, db_url: str, tmp: Path, poison: bool) ->
         proc.wait(60)
     with eng.connect() as conn:
         stored = {(t, s) for t, s in conn.execute(text("SELECT trace_id, span_id FROM spans"))}
+        scores = conn.execute(
+            text("SELECT response_id FROM external_scores WHERE tenant = :t"), {"t": A}
+        ).all()
+    evals: dict[str, int] = {}
+    for (response_id,) in scores:
+        kind = load.log_kinds.get(response_id, "?")
+        evals[kind] = evals.get(kind, 0) + 1
     eng.dispose()
     valid = set(load.acked) - load.invalid
     delays = [
@@ -328,8 +337,8 @@ def run_phase(args: argparse.Namespace, db_url: str, tmp: Path, poison: bool) ->
         f"{sum(d == float('inf') for d in delays)}, delay p50 "
         f"{np.percentile(delays, 50) if delays else float('nan'):.3f} s p99 {p99(delays):.3f} s "
         f"max {max(delays, default=float('nan')):.3f} s; poison sent {load.poison}; log "
-        f"answers {load.log_answers}; quarantined {quarantined:.0f}; drained {ok}; "
-        f"healthz {health.get('status')}"
+        f"answers {load.log_answers}; evaluations stored {evals}; quarantined "
+        f"{quarantined:.0f}; drained {ok}; healthz {health.get('status')}"
     )
     return {
         "ratio": len(valid & stored) / max(len(valid), 1),

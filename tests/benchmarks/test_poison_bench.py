@@ -1,16 +1,16 @@
 """The poison benchmark's inputs are what they claim (``benchmarks/poison.py``): adversarial
-prompts of 4-16 KB in the two shapes of issue 35, evaluation-only log exports that the
-collector's own decoder reads as one evaluation and no content, timed >= 2**63 when asked."""
+prompts of 4-16 KB in the two shapes of issue 35, evaluation-only log exports (one
+``gen_ai.evaluation.result`` record and nothing else) timed >= 2**63, with a NUL or with a
+5,000-character name when asked."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from benchmarks.poison import LOG_POISON, adversarial, log_export, p99
-from collector.ingest.decode import PROTOBUF
-from collector.ingest.logs import decode_logs
 
 
 @pytest.mark.parametrize("kind", ["token_redos", "email_redos"])
@@ -27,12 +27,15 @@ def test_adversarial_prompts_are_4_to_16_kb(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", LOG_POISON)
 def test_log_exports_hold_one_evaluation_and_nothing_else(kind: str) -> None:
-    batch = decode_logs(log_export(kind, 7), PROTOBUF)
-    assert len(batch.evaluations) == 1 and not batch.content and batch.rejected == 0
-    ev = batch.evaluations[0]
-    assert (ev.time_unix_nano >= 2**63) == (kind == "eval_time_2_63")
-    assert ("\x00" in ev.name) == (kind == "eval_nul_name")
-    assert (len(ev.name) == 5000) == (kind == "eval_long_name")
+    req = ExportLogsServiceRequest.FromString(log_export(kind, 7))
+    [rec] = [r for rl in req.resource_logs for sl in rl.scope_logs for r in sl.log_records]
+    assert rec.event_name == "gen_ai.evaluation.result" and not rec.trace_id
+    attrs = {kv.key: kv.value for kv in rec.attributes}
+    name = attrs["gen_ai.evaluation.name"].string_value
+    assert (rec.time_unix_nano >= 2**63) == (kind == "eval_time_2_63")
+    assert ("\x00" in name) == (kind == "eval_nul_name")
+    assert (len(name) == 5000) == (kind == "eval_long_name")
+    assert attrs["gen_ai.response.id"].string_value == "chatcmpl-7"
 
 
 def test_p99_takes_an_observed_value_and_counts_unseen_as_infinite() -> None:
