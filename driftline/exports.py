@@ -21,7 +21,7 @@ from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColum
 from collector.settings import load_settings
 from collector.store import engine as store_engine
 from collector.store import exports, queries, traces
-from driftline.api.calls import parse_time
+from driftline.api.params import MAX_SECONDS, parse_time
 
 _common = [
     click.option(
@@ -147,7 +147,7 @@ def calls_cmd(
 @click.option("--status", type=click.Choice(traces.STATUSES), default=None)
 @click.option("--user", default=None)
 @click.option("--session", default=None)
-@click.option("--min-duration-s", type=click.FloatRange(min=0), default=None)
+@click.option("--min-duration-s", type=click.FloatRange(min=0, max=MAX_SECONDS), default=None)
 def traces_cmd(
     fmt: str,
     out: str,

@@ -10,12 +10,15 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from driftline.app import create_app
+from driftline.cli import cli
 from tests.conftest import make_settings
 
 
@@ -245,3 +248,20 @@ def test_nul_in_any_query_parameter_or_path_is_400_on_postgres(pg_url: str) -> N
                     failures.append(f"{url} {params}: {r.status_code} {r.text[:120]}")
     assert tried > 50
     assert not failures, "\n".join(failures)
+
+
+def test_export_cli_refuses_times_and_durations_out_of_range(
+    _sqlite_template: Path, tmp_path: Path
+) -> None:
+    """``driftline export`` takes the API's bounds: a usage error naming the option, never a
+    traceback (``--min-duration-s inf`` raised OverflowError before)."""
+    shutil.copyfile(_sqlite_template, tmp_path / "d.db")
+    base = ["export", "traces", "--database-url", f"sqlite:///{tmp_path}/d.db", "--no-progress"]
+    base += ["--out", str(tmp_path / "t.jsonl")]
+    for option, value in [("--min-duration-s", "inf"), ("--min-duration-s", "1e30")]:
+        r = CliRunner().invoke(cli, [*base, option, value])
+        assert r.exit_code == 2 and option in r.output, r.output
+    for option, value in [("--since", "1e12"), ("--until", "inf"), ("--since", "nan")]:
+        r = CliRunner().invoke(cli, [*base, option, value])
+        assert r.exit_code == 2 and option in r.output, r.output
+    assert CliRunner().invoke(cli, [*base, "--min-duration-s", "1"]).exit_code == 0
