@@ -47,12 +47,19 @@ class DbReceivers:
         self.static = static
 
     def get(self, tenant: str, name: str) -> Receiver | None:
-        """The receiver ``name`` of ``tenant`` (file first, then ``alert_receivers``), or None."""
+        """The receiver ``name`` of ``tenant`` (file first, then ``alert_receivers``), or None
+        (also for a row stored before a rule it breaks, e.g. a URL over 2,048 characters:
+        logged; its notifications then fail as ``unknown_receiver`` instead of crashing every
+        delivery round)."""
         r = self.static.get(tenant, name)
         if r is not None:
             return r
         with Session(self.engine) as s:
-            return store.load_db_receiver(s, tenant, name)
+            try:
+                return store.load_db_receiver(s, tenant, name)
+            except ValidationError as exc:
+                log.error("receiver %r of tenant %r is invalid, not used: %s", name, tenant, exc)
+                return None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from sqlalchemy import Engine
 
 from alerts import outbox
 from alerts.delivery import MAX_ERROR_BODY_BYTES, DeliveryWorker
-from alerts.receivers import StaticReceivers
+from alerts.receivers import ReceiverDirectory, StaticReceivers
 from collector.auth import create_key
 from collector.egress import EgressPolicy
 from collector.errors import ConfigError
@@ -119,7 +119,7 @@ def test_userinfo_and_other_schemes_are_refused(keyed: tuple[TestClient, Any]) -
         assert r.status_code == 400, (url, r.text)
 
 
-def _worker(engine: Engine, rcvs: StaticReceivers, clock: FakeClock, **kw: Any) -> DeliveryWorker:
+def _worker(engine: Engine, rcvs: ReceiverDirectory, clock: FakeClock, **kw: Any) -> DeliveryWorker:
     return DeliveryWorker(
         engine,
         rcvs,
@@ -261,3 +261,49 @@ def test_a_bad_allow_list_fails_at_start_naming_the_variable() -> None:
         with pytest.raises(ConfigError, match="DRIFTLINE_EGRESS_ALLOW"):
             load_settings(egress_allow=bad)
     assert load_settings(egress_allow="127.0.0.1/32, hooks.internal:8443,[::1]:9099")
+
+
+def test_rows_stored_before_the_rules_fail_cleanly(
+    engine: Engine, clock: FakeClock, receiver_server: ScriptedReceiver
+) -> None:
+    """A receiver row written before these rules (a Host header, a 3,000-character URL) never
+    sends that header, and an unloadable row fails its notifications instead of crashing every
+    delivery round."""
+    from sqlalchemy.orm import Session
+
+    from alerts.runtime import DbReceivers
+    from collector.store.models import AlertReceiver
+
+    with Session(engine) as s, s.begin():
+        for name, url, headers in (
+            ("hosty", receiver_server.url, {"Host": "metadata.internal", "X-Team": "a"}),
+            ("long", "http://93.184.215.14/" + "a" * 3000, {}),
+        ):
+            s.add(
+                AlertReceiver(
+                    tenant="default",
+                    name=name,
+                    kind="generic",
+                    url=url,
+                    secret=None,
+                    config={"headers": headers},
+                    send_resolved=True,
+                )
+            )
+    directory = DbReceivers(engine, StaticReceivers([]))
+    hosty = directory.get("default", "hosty")
+    assert hosty is not None and hosty.headers == {"X-Team": "a"}
+    assert directory.get("default", "long") is None
+    _enqueue_firing(engine, _receiver(receiver_server.url, name="hosty"), clock.now())
+    _enqueue_firing(engine, _receiver(receiver_server.url, name="long"), clock.now(), rule="r2")
+    worker = _worker(engine, directory, clock, egress_policy=LOOPBACK_EGRESS)
+    try:
+        worker.run_once()
+    finally:
+        worker.close()
+    (req,) = receiver_server.requests
+    assert req.headers["host"] == f"127.0.0.1:{receiver_server.port}"
+    assert req.headers["x-team"] == "a"
+    by_name = {i.receiver: i for i in outbox.list_items(engine, "default")}
+    assert by_name["hosty"].status == outbox.DELIVERED
+    assert by_name["long"].failure_reason == "unknown_receiver"
