@@ -3,7 +3,9 @@
 Flow: the scheduler (:mod:`alerts.jobs`) calls :func:`evaluate_rules` per tenant
 (series through the lake's query layer, :mod:`alerts.series`; events from the inbox fed by
 :func:`emit_event`; notifications into the durable outbox), and a :class:`DeliveryWorker`
-drains the outbox with retries, one notification per group at a time. REST:
+drains the outbox with retries, one notification per group at a time, connecting only where
+the collector's egress policy allows (:mod:`collector.egress`: public addresses plus
+``DRIFTLINE_EGRESS_ALLOW``). Silence regexes run on RE2 (linear time). REST:
 ``driftline/api/alerts.py``.
 """
 
