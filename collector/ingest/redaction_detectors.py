@@ -22,6 +22,11 @@ tests/collector/test_redaction_linear.py times every family below over growing s
   a character the next element needs (linear: each position is visited a bounded number of
   times).
 
+A linear-time engine (``google-re2``) was the other way: it has no lookaround, which every
+pattern here uses for its boundaries (``(?<![A-Za-z0-9._%+-])``, ``(?![0-9A-Za-z-])``), so
+the same results would have needed a rewrite of each boundary plus checks in Python; the
+patterns above keep ``re`` and its results (tests/collector/test_redaction_bounds.py).
+
 The phone step is libphonenumber's matcher: linear but slow (~0.4 ms per number found, ~15-35
 us per rejected candidate). :func:`phones` gives it the text a few thousand characters of whole
 lines at a time, each with :data:`PHONE_MAX_TRIES` tries; on a line where it gives up,
