@@ -123,6 +123,7 @@ def create_app(settings: Settings) -> FastAPI:
                     on_processed=metrics.spans_processed.inc,
                 )
                 state.kpi_sources.append(ExpositionFile(settings.spool_dir / KPI_FILE))
+            processor.on_quarantined = lambda r: metrics.spool_quarantined.labels(r).inc()
             metrics.spool_bytes.set_function(lambda: spool.unprocessed_bytes)
             metrics.spool_lag_seconds.set_function(processor.lag_seconds)
             processor.start()

@@ -14,6 +14,7 @@ from collector.auth import ROLES
 from collector.errors import MigrationError
 from collector.settings import load_settings
 from collector.store import engine as store_engine
+from driftline.quarantine_cli import quarantine
 
 
 @click.command("collector")
@@ -247,6 +248,9 @@ def retention_apply(batch_size: int, database_url: str | None) -> None:
 @click.group("spool")
 def spool() -> None:
     """The durable spool of OTLP requests (DRIFTLINE_SPOOL_DIR)."""
+
+
+spool.add_command(quarantine)
 
 
 @spool.command("replay")

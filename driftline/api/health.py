@@ -29,7 +29,13 @@ def healthz(state: State) -> Any:
     the writer), ``grpc_port``; with the spool also ``spool_bytes`` (unprocessed bytes),
     ``spool_lag_s`` (seconds the oldest unprocessed request has waited) and ``spool_processor``
     (``mode`` process | thread | external, ``pid``, ``restarts``, ``status_age_s``: seconds since
-    the processor last wrote its status file; null in thread mode or when never)."""
+    the processor last wrote its status file; null in thread mode or when never).
+
+    With the spool, ``status`` is also ``degraded`` (still HTTP 200: the receivers accept and
+    nothing is lost; restarting the collector would not help) while the processor has not
+    advanced for ``DRIFTLINE_SPOOL_STALL_S`` seconds with records pending, or records were
+    quarantined within the last ``DRIFTLINE_SPOOL_QUARANTINE_WINDOW_S`` seconds; ``problems``
+    lists why, in English (absent when none)."""
     try:
         with state.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
@@ -47,6 +53,13 @@ def healthz(state: State) -> Any:
         body["spool_bytes"] = processor.spool.unprocessed_bytes
         body["spool_lag_s"] = processor.lag_seconds()
         body["spool_processor"] = processor.describe()
+        problems = processor.problems(
+            stall_s=state.settings.spool_stall_s,
+            window_s=state.settings.spool_quarantine_window_s,
+        )
+        if problems:
+            body["status"] = "degraded"
+            body["problems"] = problems
     return JSONResponse(body, status_code=200 if db == "ok" else 503)
 
 
