@@ -108,6 +108,36 @@ def fuzz_operation(operation: APIOperation) -> str | None:
     return None
 
 
+_FEEDBACK = {
+    "trace_id": "ab" * 16,
+    "kind": "rating",
+    "value": 4,
+    "timestamp": "1780000000",
+    "comment": "c",
+    "user_id": "u1",
+    "metadata": {"source": "web"},
+}
+#: valid bodies of routes whose schema is free-form (``Any``, ``dict``): schemathesis cannot
+#: generate their fields, so the sweep starts from these
+SEED_BODIES: dict[str, dict[str, Any]] = {
+    "POST /api/v1/scores": {
+        "items": [
+            {
+                "trace_id": "ab" * 16,
+                "name": "accuracy",
+                "data_type": "numeric",
+                "value": 0.5,
+                "timestamp": "1780000000",
+                "comment": "c",
+                "attributes": {"k": 1},
+            }
+        ]
+    },
+    "POST /api/v1/feedback": _FEEDBACK,
+    "POST /api/v1/feedback/batch": {"items": [_FEEDBACK]},
+}
+
+
 def base_case(operation: APIOperation) -> schemathesis.Case:
     """One generated case of ``operation`` (the same on every run): the base of the sweep."""
     found: list[schemathesis.Case] = []
@@ -148,9 +178,10 @@ def edge_cases(operation: APIOperation) -> Iterator[tuple[str, schemathesis.Case
             else:
                 case = make({param.name: value})
             yield f"{where} {param.name}={value!r}", case
-    if not isinstance(base.body, dict):
+    seed = SEED_BODIES.get(f"{operation.method.upper()} {operation.path}", base.body)
+    if not isinstance(seed, dict):
         return
-    top: dict[str, Any] = base.body
+    top: dict[str, Any] = seed
     items = top.get("items")
     first = items[0] if isinstance(items, list) and items else None
     targets = [top, first] if isinstance(first, dict) else [top]
