@@ -15,7 +15,10 @@ under two names counts once. Unknown stays ``None``: never 0.
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Any
 
 from collector.cost.calls import call_cost
 from collector.cost.prices import PriceTable
@@ -47,118 +50,39 @@ from collector.ingest.values import (
     to_float,
     tokens,
 )
-from collector.store.schema import CALL_COLUMNS, SpanData
+from collector.store.schema import CALL_COLUMNS, CALL_FACTS, CallFacts, SpanData
 
 
 @dataclass(frozen=True, slots=True)
-class Extract:
-    """What one span says about an LLM call, before derivation. Durations in seconds."""
+class Extract(CallFacts):
+    """What one span says about an LLM call, before derivation: the shared
+    :class:`~collector.store.schema.CallFacts` plus the fields below. Durations in seconds."""
 
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
     role: str  # "client" or "engine"
-    dialect: str
-    service_name: str | None
-    operation: str | None
-    provider: str | None
-    request_model: str | None
-    response_model: str | None
-    response_id: str | None
-    server_request_id: str | None
-    rollout: str | None
-    variant: str | None
-    user_id: str | None
-    session_id: str | None
-    start_unix_nano: int | None
-    end_unix_nano: int | None
-    input_tokens: int | None
-    output_tokens: int | None
-    cached_input_tokens: int | None
-    cache_write_input_tokens: int | None
-    reasoning_output_tokens: int | None
-    queue_s: float | None
-    prefill_s: float | None
-    decode_s: float | None
-    inference_s: float | None
-    ttft_s: float | None
-    e2e_s: float | None
-    itl_p50_s: float | None
-    itl_p95_s: float | None
-    itl_max_s: float | None
     finish_reasons: tuple[str, ...] | None
-    status: str
-    error_type: str | None
-    input_text: str | None
-    output_text: str | None
     reported_cost_usd: float | None
     flags: frozenset[str]
-    engine_span_id: str | None = None
-    redactions: int | None = None
-    #: the engine's own TTFT / e2e (seconds) when a caller's span merged with its engine span
-    server_ttft_s: float | None = None
-    server_e2e_s: float | None = None
-    #: seconds the gateway held the request before an engine slot (``driftline.gateway.queue_s``)
-    gateway_queue_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class CallRecord:
-    """One row of ``llm_calls`` (DESIGN.md, "The canonical LLM call record")."""
+class CallRecord(CallFacts):
+    """One row of ``llm_calls`` (DESIGN.md, "The canonical LLM call record"): the shared
+    :class:`~collector.store.schema.CallFacts` plus the derived columns below."""
 
     tenant: str
-    trace_id: str
-    span_id: str
     call_id: str
-    parent_span_id: str | None
-    engine_span_id: str | None
-    service_name: str | None
-    operation: str | None
-    provider: str | None
-    request_model: str | None
-    response_model: str | None
     model: str | None
-    rollout: str | None
-    variant: str | None
-    user_id: str | None
-    session_id: str | None
-    response_id: str | None
-    server_request_id: str | None
-    start_unix_nano: int | None
-    end_unix_nano: int | None
-    input_tokens: int | None
-    output_tokens: int | None
-    cached_input_tokens: int | None
-    cache_write_input_tokens: int | None
-    reasoning_output_tokens: int | None
-    queue_s: float | None
-    prefill_s: float | None
-    decode_s: float | None
-    inference_s: float | None
-    ttft_s: float | None
-    e2e_s: float | None
     tpot_s: float | None
-    itl_p50_s: float | None
-    itl_p95_s: float | None
-    itl_max_s: float | None
     finish_reasons: list[str] | None
     finish_reason: str | None
-    status: str
-    error_type: str | None
     flags: list[str]
     cost_usd: float | None
     gpu_cost_usd: float | None
-    input_text: str | None
-    output_text: str | None
-    dialect: str
-    redactions: int | None = None
-    server_ttft_s: float | None = None
-    server_e2e_s: float | None = None
-    gateway_queue_s: float | None = None
 
 
-#: the record's fields are the ``llm_calls`` columns, in table order
-assert tuple(f.name for f in fields(CallRecord)) == CALL_COLUMNS, "CallRecord != llm_calls"
+#: the record's fields are the ``llm_calls`` columns (the writers take them in table order)
+assert sorted(f.name for f in fields(CallRecord)) == sorted(CALL_COLUMNS), "CallRecord != llm_calls"
+_facts: Callable[[Extract], tuple[Any, ...]] = operator.attrgetter(*CALL_FACTS)
 
 
 def _truncate(text: str | None, limit: int, flags: set[str]) -> str | None:
@@ -269,6 +193,9 @@ def extract(
         flags=frozenset(flags),
         redactions=redactions,
         gateway_queue_s=seconds(attrs.get("driftline.gateway.queue_s"), flags),
+        engine_span_id=None,
+        server_ttft_s=None,
+        server_e2e_s=None,
     )
 
 
@@ -302,56 +229,20 @@ def finalize(ex: Extract, *, tenant: str, prices: PriceTable) -> CallRecord:
     )
     flags |= cost_flags
     reasons = list(ex.finish_reasons) if ex.finish_reasons else None
+    facts = dict(zip(CALL_FACTS, _facts(ex), strict=True))
+    if ex.role == "engine":  # an engine span standing alone: its own latencies are server-side
+        facts["server_ttft_s"], facts["server_e2e_s"] = ex.ttft_s, ex.e2e_s
     return CallRecord(
+        **facts,
         tenant=tenant,
-        trace_id=ex.trace_id,
-        span_id=ex.span_id,
         call_id=ex.response_id or ex.server_request_id or f"{ex.trace_id}:{ex.span_id}",
-        parent_span_id=ex.parent_span_id,
-        engine_span_id=ex.engine_span_id,
-        service_name=ex.service_name,
-        operation=ex.operation,
-        provider=ex.provider,
-        request_model=ex.request_model,
-        response_model=ex.response_model,
         model=model,
-        rollout=ex.rollout,
-        variant=ex.variant,
-        user_id=ex.user_id,
-        session_id=ex.session_id,
-        response_id=ex.response_id,
-        server_request_id=ex.server_request_id,
-        start_unix_nano=ex.start_unix_nano,
-        end_unix_nano=ex.end_unix_nano,
-        input_tokens=ex.input_tokens,
-        output_tokens=ex.output_tokens,
-        cached_input_tokens=ex.cached_input_tokens,
-        cache_write_input_tokens=ex.cache_write_input_tokens,
-        reasoning_output_tokens=ex.reasoning_output_tokens,
-        queue_s=ex.queue_s,
-        prefill_s=ex.prefill_s,
-        decode_s=ex.decode_s,
-        inference_s=ex.inference_s,
-        ttft_s=ex.ttft_s,
-        e2e_s=ex.e2e_s,
         tpot_s=tpot,
-        itl_p50_s=ex.itl_p50_s,
-        itl_p95_s=ex.itl_p95_s,
-        itl_max_s=ex.itl_max_s,
         finish_reasons=reasons,
         finish_reason=reasons[0] if reasons else None,
-        status=ex.status,
-        error_type=ex.error_type,
         flags=sorted(flags),
         cost_usd=cost,
         gpu_cost_usd=None,
-        input_text=ex.input_text,
-        output_text=ex.output_text,
-        dialect=ex.dialect,
-        redactions=ex.redactions,
-        server_ttft_s=ex.ttft_s if ex.role == "engine" else ex.server_ttft_s,
-        server_e2e_s=ex.e2e_s if ex.role == "engine" else ex.server_e2e_s,
-        gateway_queue_s=ex.gateway_queue_s,
     )
 
 
