@@ -61,6 +61,11 @@ from serving.settings import GatewaySettings
 from serving.telemetry import TRACER_NAME
 from serving.weights import WeightsCache
 
+#: scaling-metrics label of requests for a model no replica serves (they end in a 404)
+UNSERVED_LABEL = "(unserved)"
+#: variant -> label entries remembered by :meth:`Gateway.model_label`
+MAX_LABELS = 4096
+
 
 class Gateway:
     """State shared by the routes: clients, admission gate, weights cache, tracer."""
@@ -112,11 +117,19 @@ class Gateway:
         return self._session
 
     def model_label(self, variant: str) -> str:
-        """Base model whose replicas serve ``variant`` (label of the scaling metrics)."""
+        """Base model whose replicas serve ``variant`` (label of the scaling metrics), or
+        :data:`UNSERVED_LABEL` when no replica serves it.
+
+        ``variant`` may be any name a client pins: an unserved one never becomes a label of its
+        own (the scaler keeps a time window per label), and at most :data:`MAX_LABELS` names
+        are remembered (the others are looked up each time: one pass over the replicas).
+        """
         label = self._labels.get(variant)
         if label is None:
             serving = [r.spec.base_model() for r in self.fleet.replicas if r.spec.serves(variant)]
-            label = self._labels[variant] = min(serving) if serving else variant
+            label = min(serving) if serving else UNSERVED_LABEL
+            if len(self._labels) < MAX_LABELS:
+                self._labels[variant] = label
         return label
 
     async def _health_loop(self) -> None:

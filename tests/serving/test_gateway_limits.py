@@ -21,6 +21,8 @@ from starlette.types import Receive, Scope, Send
 
 from serving.asgi_thread import ServerThread
 from serving.config import GatewayConfig, Rollout
+from serving.fleet_config import FleetConfig, ReplicaSpec
+from serving.gateway import MAX_LABELS, UNSERVED_LABEL
 from serving.weights import WeightsCache
 from tests.serving.conftest import RunningGateway, ab_config
 
@@ -146,3 +148,21 @@ def test_made_up_rollout_names_leave_no_lock_behind(collector: tuple[Recorder, s
     cache = asyncio.run(scenario())
     assert len(cache._locks) == 0
     assert cache.fetch_failed == 300
+
+
+def test_pinned_model_names_do_not_grow_the_gateways_maps(
+    make_gateway: Callable[..., RunningGateway], engine: Any
+) -> None:
+    """Each made-up ``model`` a client pins used to add a label, and a scaler time window per
+    unserved name, for the process's life."""
+    fleet = FleetConfig(replicas=(ReplicaSpec(url=engine.url, models=frozenset({"base"})),))
+    gw = make_gateway(GatewayConfig(fleet=fleet))
+    g = gw.app.gateway
+    for i in range(30):
+        r = httpx.post(f"{gw.url}/v1/chat/completions", json={**CHAT, "model": f"made-up-{i}"})
+        assert r.status_code == 404
+    assert set(g.scaler.queued) <= {UNSERVED_LABEL, "base"}
+    assert set(g.scaler.queue_s) <= {UNSERVED_LABEL, "base"}
+    for i in range(MAX_LABELS + 100):
+        g.model_label(f"name-{i}")
+    assert len(g._labels) <= MAX_LABELS
