@@ -15,6 +15,7 @@ import adbc_driver_manager
 import pyarrow as pa
 
 from collector.store import arrowfetch
+from collector.store.judgescore import OK_STATUS, usable_score_sql
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +95,13 @@ def judge_scores(
     )
     sql = (
         "SELECT r.trace_id, r.span_id, "
-        f"CASE WHEN {score_rubric} THEN r.score END AS score, "
+        f"CASE WHEN {score_rubric} AND {usable_score_sql('r')} THEN r.score END AS score, "
         f"CASE WHEN r.rubric_name = '{REFUSAL_RUBRIC}' THEN lower(r.label) IN ({labels}) END "
         "AS refusal, s.inclusion_probability AS pi FROM judge_results r "
         "JOIN judge_samples s ON s.id = r.sample_id "
         "JOIN llm_calls c ON c.tenant = r.tenant "
         "AND c.trace_id = r.trace_id AND c.span_id = r.span_id "
-        f"WHERE r.tenant = {b.param(tenant)} AND r.status = 'ok' "
+        f"WHERE r.tenant = {b.param(tenant)} AND r.status = '{OK_STATUS}' "
         f"AND c.start_unix_nano >= {b.param(since_ns)}"
     )
     try:

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, select
 
+from collector.store.judgescore import usable_score
 from collector.store.models.judges import HumanLabel, JudgeResultRow, ReviewItem
 from judges.judge_drift import JudgeDriftResult, judge_drift
 
@@ -48,14 +49,13 @@ def _pairs(engine: Engine, since: dt.datetime) -> dict[tuple[str, str, str], lis
                 JudgeResultRow,
                 and_(
                     JudgeResultRow.sample_id == ReviewItem.sample_id,
-                    JudgeResultRow.status == "ok",
+                    usable_score(JudgeResultRow),
                 ),
             )
             .where(
                 ReviewItem.audit.is_(True),
                 HumanLabel.skipped.is_(False),
                 HumanLabel.score.is_not(None),
-                JudgeResultRow.score.is_not(None),
                 HumanLabel.created_at >= since,
             )
         ).all()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, and_, exists, or_, select
 
 from collector.ingest.redaction import redact as redact_text
+from collector.store.judgescore import usable_score
 from collector.store.models import LLMCall
 from collector.store.models.api import Feedback
 from collector.store.models.judges import HumanLabel, JudgeResultRow, ReviewItem
@@ -63,7 +64,7 @@ def flagged_corrections(
                 JudgeResultRow.tenant == LLMCall.tenant,
                 JudgeResultRow.trace_id == LLMCall.trace_id,
                 JudgeResultRow.span_id == LLMCall.span_id,
-                JudgeResultRow.status == "ok",
+                usable_score(JudgeResultRow),
                 JudgeResultRow.score <= low_score_threshold,
             )
         )

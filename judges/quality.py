@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 from sqlalchemy import Connection, and_, func, select
 
+from collector.store.judgescore import usable_score
 from collector.store.models import LLMCall
 from collector.store.models.judges import HumanLabel, JudgeResultRow, JudgeSample, ReviewItem
 from judges.agreement import cohen_kappa, spearman
@@ -115,8 +116,7 @@ def load_judged(
         .outerjoin(HumanLabel, HumanLabel.id == latest.c.label_id)
         .where(
             JudgeResultRow.tenant == tenant,
-            JudgeResultRow.status == "ok",
-            JudgeResultRow.score.is_not(None),
+            usable_score(JudgeResultRow),
         )
     )
     if rubric is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, select
 
+from collector.store.judgescore import is_usable_score
 from collector.store.models import LLMCall
 from collector.store.models.judges import JudgeResultRow
 from judges.semconv import EVALUATION_NAME, EXPLANATION, RESPONSE_ID, SCORE_LABEL, SCORE_VALUE
@@ -19,7 +20,7 @@ from judges.semconv import EVALUATION_NAME, EXPLANATION, RESPONSE_ID, SCORE_LABE
 def evaluation_attributes_of(row: Any, response_id: str | None) -> dict[str, str | float]:
     """``gen_ai.evaluation.*`` attributes of a stored result row."""
     attributes: dict[str, str | float] = {EVALUATION_NAME: row.rubric_name}
-    if row.status == "ok" and row.score is not None:
+    if is_usable_score(row.status, row.score):
         attributes[SCORE_VALUE] = float(row.score)
     if row.status == "ok" and row.label is not None:
         attributes[SCORE_LABEL] = row.label

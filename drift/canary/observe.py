@@ -40,6 +40,7 @@ import numpy as np
 from sqlalchemy import Engine, and_, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
+from collector.store.judgescore import usable_score
 from collector.store.models import LLMCall
 from collector.store.models.api import Feedback
 from collector.store.models.judges import JudgeResultRow, JudgeSample, PairwiseResultRow
@@ -159,7 +160,7 @@ def _judge_scores(
                 js.rubric == j.rubric_name,
             ),
         )
-        .where(j.tenant == record.tenant, j.status == "ok", j.score.is_not(None))
+        .where(j.tenant == record.tenant, usable_score(j))
         .where(*_call_filter(record, until_ns))
         .order_by(j.id)
     )
