@@ -9,6 +9,7 @@ with a body.
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from collector.auth import create_key
 from collector.store import engine as store_engine
+from driftline.api.limits import Requirement, route_keys
 from tests.conftest import LiveCollector, make_settings
 from tests.support import free_port
 
@@ -169,3 +171,29 @@ def test_grpc_refuses_a_message_over_the_setting(server: tuple[LiveCollector, Ke
         assert ok.partial_success.rejected_spans == 0
     finally:
         channel.close()
+
+
+def _every_route(lc: LiveCollector) -> list[tuple[str, str, Requirement]]:
+    """(method, concrete path, requirement) of every API route of the live app."""
+    out: list[tuple[str, str, Requirement]] = []
+    for route in route_keys(lc.app.routes):
+        path = re.sub(r"\(\?P<[^>]+>[^)]*\)", "x1", route.pattern.pattern)
+        path = path.strip("^$").replace("\\", "")
+        out.extend((method, path, route.requirement) for method in sorted(route.methods))
+    return out
+
+
+def test_every_route_that_needs_a_key_answers_from_the_head(
+    server: tuple[LiveCollector, Keys],
+) -> None:
+    """Attack every route: no key, 100 MB announced, a few bytes sent. Each route that needs a
+    key answers 401 at once; every other one answers 413 at once (OTLP: 401, its own limit
+    comes after the key)."""
+    lc, _keys = server
+    routes = _every_route(lc)
+    assert len([r for r in routes if r[2] is not None]) >= 30  # the walk found the routers
+    for method, path, requirement in routes:
+        head = _head(path, 100 << 20).replace("POST ", f"{method} ", 1)
+        raw = _exchange(lc.settings.http_port, head, b"{" * 1024)
+        expected = 401 if requirement is not None else 413
+        assert _status(raw) == expected, (method, path, raw[:200])
