@@ -14,20 +14,17 @@ OpenTelemetry SDK load from TWO tenants:
   queryable.
 
 The same load runs twice, each on a fresh collector and store: first without poison (the null
-baseline), then with it. Prints, per phase, the valid spans acknowledged and stored, and::
-
-    RESULT poison_valid_stored_ratio=<x> ratio          (valid spans stored / valid spans
-                                                          acknowledged, poison phase; must be 1.0)
-    RESULT poison_other_tenant_delay_p99_s=<x> s        (p99 of B's send-to-queryable delay,
-                                                          poison phase; target <= 1 s)
-    RESULT poison_null_baseline_delay_p99_s=<x> s       (the same without poison)
+baseline), then with it. Prints, per phase, what was acknowledged and stored, and
+``RESULT poison_valid_stored_ratio`` (valid spans stored / valid spans acknowledged, poison
+phase; must be 1.0), ``RESULT poison_other_tenant_delay_p99_s`` (p99 of B's send-to-queryable
+delay, poison phase; target <= 1 s on the 2-core machine) and the null baseline's.
 
 A span is valid when its times fit int64 (NUL text and adversarial prompts are valid: stored,
 cleaned and redacted). A B span never seen counts as an infinite delay.
 
     python benchmarks/poison.py                        # ~2 x 30 s of load
     python benchmarks/poison.py --duration 300 --a-rate 400
-    python benchmarks/poison.py --database-url postgresql+psycopg://postgres@127.0.0.1:5432/x
+    python benchmarks/poison.py --pg-admin-url postgresql://postgres@127.0.0.1:5432/test
 """
 
 from __future__ import annotations
@@ -46,9 +43,13 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import psycopg
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -105,7 +106,7 @@ class Load:
     b_sent: dict[Key, float] = field(default_factory=dict)  # B span -> ended (sent) at
     b_seen: dict[Key, float] = field(default_factory=dict)  # B span -> queryable at
     poison: dict[str, int] = field(default_factory=dict)
-    log_answers: dict[int, int] = field(default_factory=dict)
+    log_answers: dict[int, int] = field(default_factory=dict)  # status (-200: rejected) -> n
     log_kinds: dict[str, str] = field(default_factory=dict)  # response id -> poison kind
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -172,7 +173,15 @@ def tenant_a(
         if kind in LOG_POISON:
             load.log_kinds[f"chatcmpl-{i}"] = kind
             r = http.post(f"{url}/v1/logs", content=log_export(kind, i))
-            load.log_answers[r.status_code] = load.log_answers.get(r.status_code, 0) + 1
+            answer = r.status_code
+            if (
+                answer == 200
+                and ExportLogsServiceResponse.FromString(
+                    r.content
+                ).partial_success.rejected_log_records
+            ):
+                answer = -200  # 200 with the record rejected in partialSuccess
+            load.log_answers[answer] = load.log_answers.get(answer, 0) + 1
         else:
             prompt = f"order {i}: where is my parcel? mail me at user{i}@example.com"
             if kind == "nul":
@@ -255,20 +264,12 @@ def p99(values: list[float]) -> float:
 
 def start(db_url: str, port: int, tmp: Path) -> subprocess.Popen[bytes]:
     """``driftline collector`` (API keys, spool on, default redaction) on ``db_url``."""
-    env = {
-        **os.environ,
-        "DRIFTLINE_DATABASE_URL": db_url,
-        "DRIFTLINE_SPOOL_ENABLED": "true",
-        "DRIFTLINE_SPOOL_DIR": str(tmp / "spool"),
-    }
+    spool = {"DRIFTLINE_SPOOL_ENABLED": "true", "DRIFTLINE_SPOOL_DIR": str(tmp / "spool")}
+    env = {**os.environ, "DRIFTLINE_DATABASE_URL": db_url, **spool}
     cmd = [sys.executable, "-m", "driftline.cli", "collector", "--port", str(port)]
     log = open(tmp / "collector.log", "wb")  # noqa: SIM115 (the process writes it)
-    return subprocess.Popen(
-        [*cmd, "--grpc-port", "0", "--log-level", "warning"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    cmd += ["--grpc-port", "0", "--log-level", "warning"]
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def drained(url: str, timeout_s: float) -> bool:
@@ -351,8 +352,6 @@ def fresh_store(args: argparse.Namespace, tmp: Path, phase: str) -> tuple[str, s
     """(database URL, PostgreSQL database to drop afterwards or None) for one phase."""
     if not args.pg_admin_url:
         return f"sqlite:///{tmp}/{phase}.db", None
-    import psycopg
-
     name = f"driftline_poison_{phase}_{os.getpid()}"
     with psycopg.connect(args.pg_admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -382,8 +381,6 @@ def main() -> None:
             results[phase] = run_phase(args, db_url, tmp, poison)
         finally:
             if pg_name is not None:
-                import psycopg
-
                 with psycopg.connect(args.pg_admin_url, autocommit=True) as conn:
                     conn.execute(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
     print(f"RESULT poison_valid_stored_ratio={results['poison']['ratio']:.4f} ratio")
