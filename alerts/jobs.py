@@ -30,10 +30,10 @@ from alerts.delivery import DeliveryWorker
 from alerts.rules import AlertEvent
 from alerts.runtime import (
     AlertRuntime,
+    RuntimeSlot,
     evaluate_tenant,
     load_settings,
     make_runtime,
-    runtime_for,
     tenants_to_evaluate,
 )
 from collector.egress import EgressPolicy
@@ -123,12 +123,6 @@ class HealthWatcher:
         return out
 
 
-def _app_extras(ctx: JobContext) -> dict[str, Any]:
-    state = ctx.extras.get("state")
-    extras = getattr(state, "extras", None)
-    return extras if isinstance(extras, dict) else ctx.extras
-
-
 def _external_url(ctx: JobContext, rt: AlertRuntime) -> str:
     if rt.settings.external_url:
         return rt.settings.external_url
@@ -180,11 +174,13 @@ def jobs(
     *,
     clock: Callable[[], float] = time.time,
     rng: np.random.Generator | None = None,
+    runtime: RuntimeSlot | None = None,
 ) -> list[Job]:
     """The alert jobs for a collector with ``settings`` (alert settings from the environment).
 
     ``clock`` gives unix seconds; ``rng`` draws the delivery backoff jitter (default: a
-    generator seeded from the OS).
+    generator seeded from the OS); ``runtime`` is the app's slot the jobs share their
+    :class:`AlertRuntime` through with its REST API (None: kept to the jobs).
 
     Raises:
         ConfigError: a ``DRIFTLINE_ALERT_*`` variable is invalid;
@@ -194,15 +190,13 @@ def jobs(
     if not alert_settings.enabled:
         return []
     built = make_runtime(alert_settings)  # fail at start-up on a bad receivers file
+    rt = runtime.offer(built) if runtime is not None else built
     lock = threading.Lock()
     parts: dict[str, Any] = {}
 
     def setup(ctx: JobContext) -> tuple[AlertRuntime, dict[str, Any]]:
         with lock:
             if not parts:
-                extras = _app_extras(ctx)
-                extras.setdefault("alerts", built)
-                rt = runtime_for(extras)
                 parts["rt"] = rt
                 parts["health"] = HealthWatcher(
                     getattr(ctx.settings, "queue_max_spans", None),

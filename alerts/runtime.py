@@ -7,7 +7,7 @@ receiver created or rotated through the API is used by the next attempt.
 from the lake's query layer (:mod:`alerts.series`: sealed hours from the Parquet lake, the hot
 tail from the store), events from the inbox
 (:mod:`alerts.events`) plus in-memory ones (collector health), all applied and
-enqueued in one transaction. :func:`runtime_for` shares the settings and the file receivers
+enqueued in one transaction. A :class:`RuntimeSlot` shares the settings and the file receivers
 between the REST API and the jobs of one app.
 """
 
@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import Engine, select
@@ -36,7 +35,6 @@ from collector.store.models import AlertRule
 
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
-EXTRAS_KEY = "alerts"
 
 
 class DbReceivers:
@@ -102,19 +100,33 @@ def make_runtime(settings: AlertSettings) -> AlertRuntime:
     return AlertRuntime(settings, static)
 
 
-def runtime_for(
-    extras: MutableMapping[str, Any], settings: AlertSettings | None = None
-) -> AlertRuntime:
-    """The :class:`AlertRuntime` cached in an app's ``extras`` (built on first use, from
-    ``settings`` or the environment). Raises ConfigError / ReceiverConfigError like
-    :func:`load_settings` / :func:`make_runtime`."""
-    with _LOCK:
-        rt = extras.get(EXTRAS_KEY)
-        if rt is None:
-            rt = make_runtime(settings if settings is not None else load_settings())
-            extras[EXTRAS_KEY] = rt
-        assert isinstance(rt, AlertRuntime)
-        return rt
+class RuntimeSlot:
+    """One app's :class:`AlertRuntime`, shared by its REST API and its alert jobs.
+
+    The jobs :meth:`offer` the runtime they built at start-up; without them (scheduler or
+    alerting off) :meth:`get` builds one on first use from the environment. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._runtime: AlertRuntime | None = None
+
+    def offer(self, runtime: AlertRuntime) -> AlertRuntime:
+        """Keep ``runtime`` unless one is already kept; returns the kept one."""
+        with _LOCK:
+            if self._runtime is None:
+                self._runtime = runtime
+            return self._runtime
+
+    def get(self) -> AlertRuntime:
+        """The kept runtime, built from the environment on first use.
+
+        Raises:
+            ConfigError, ReceiverConfigError: like :func:`load_settings` / :func:`make_runtime`.
+        """
+        with _LOCK:
+            if self._runtime is None:
+                self._runtime = make_runtime(load_settings())
+            return self._runtime
 
 
 def tenants_to_evaluate(engine: Engine) -> list[str]:

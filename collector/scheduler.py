@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
@@ -21,12 +21,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class JobContext:
-    """What a job may use: the app's settings, engine, metrics registry and extras."""
+    """What a job may use: the app's settings, engine and metrics registry (anything else a
+    job needs is handed to its factory explicitly)."""
 
     settings: Any
     engine: Any
     registry: CollectorRegistry
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

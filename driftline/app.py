@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI
 
+from alerts.runtime import RuntimeSlot
 from collector.auth import ForbiddenError, KeyStore, ensure_tenant
 from collector.cost.prices import PriceTable
 from collector.errors import ConfigError
@@ -89,12 +90,12 @@ def create_app(settings: Settings) -> FastAPI:
         writer.start()
         keys = KeyStore(engine)
         capture = CapturePolicies(engine, settings.capture_content)
-        state = AppState(settings, engine, prices, writer, metrics, keys, capture)
+        pending = feedback.has_pending(engine)
+        state = AppState(
+            settings, engine, prices, writer, metrics, keys, capture, joiner, RuntimeSlot(), pending
+        )
         if settings.dev:
             ensure_tenant(engine, DEV_TENANT)
-        pending = feedback.has_pending(engine)
-        state.extras["feedback_pending_tenants"] = pending
-        state.extras["log_joiner"] = joiner
         processor: SpoolProcessor | ProcessorSupervisor | None = None
         spool: Spool | None = None
         if settings.spool_enabled:
@@ -127,8 +128,8 @@ def create_app(settings: Settings) -> FastAPI:
             metrics.spool_bytes.set_function(lambda: spool.unprocessed_bytes)
             metrics.spool_lag_seconds.set_function(processor.lag_seconds)
             processor.start()
-            state.extras["spool"] = spool
-            state.extras["spool_processor"] = processor
+            state.spool = spool
+            state.spool_processor = processor
 
         def link_feedback(tenant: str, records: list[CallRecord]) -> None:
             if tenant in pending:
@@ -158,7 +159,7 @@ def create_app(settings: Settings) -> FastAPI:
             servicer = TraceService(
                 writer, metrics, grpc_tenant, settings.max_text_chars, capture.mode
             )
-            servicer.spool = state.extras.get("spool")
+            servicer.spool = state.spool
             logs_servicer = LogsService(joiner, writer, metrics, grpc_tenant, capture.mode)
             logs_servicer.spool = servicer.spool
             grpc_server, state.grpc_port = start_grpc_server(
@@ -171,9 +172,10 @@ def create_app(settings: Settings) -> FastAPI:
             log.info("OTLP/gRPC receiver on %s:%s", settings.host, state.grpc_port)
         app.state.driftline = state
         scheduler = Scheduler(
-            JobContext(settings, engine, metrics.registry, {"state": state}),
-            load_jobs(settings) if settings.scheduler_enabled else [],
+            JobContext(settings, engine, metrics.registry),
+            load_jobs(settings, alerts=state.alerts) if settings.scheduler_enabled else [],
         )
+        state.scheduler = scheduler
         scheduler.start()
         try:
             yield

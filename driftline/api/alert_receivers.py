@@ -22,7 +22,6 @@ from sqlalchemy.orm import Session
 from alerts import admin, store
 from alerts.apishapes import ReceiverBody, RotateBody, iso, receiver_to_dict
 from alerts.receivers import Receiver
-from alerts.runtime import runtime_for
 from alerts.signing import generate_secret
 from collector.egress import EgressDenied, EgressPolicy
 from collector.errors import BadRequestError, ConflictError
@@ -44,7 +43,7 @@ def invalid_request(exc: ValidationError | ValueError) -> BadRequestError:
 
 
 def _file_receiver(state: AppState, tenant: str, name: str) -> Receiver | None:
-    return runtime_for(state.extras).static.get(tenant, name)
+    return state.alerts.get().static.get(tenant, name)
 
 
 def _not_file(state: AppState, tenant: str, name: str) -> None:
@@ -96,7 +95,7 @@ def _build_receiver(
 
 @router.get("/alerts/receivers", summary="Receivers (secrets are never returned)")
 def list_receivers(state: State, tenant: ReadTenant) -> dict[str, Any]:
-    static = [r for r in runtime_for(state.extras).static.all() if r.tenant == tenant]
+    static = [r for r in state.alerts.get().static.all() if r.tenant == tenant]
     with Session(state.engine) as s:
         db = store.load_db_receivers(s, tenant).all()
     names = {r.name for r in static}

@@ -16,11 +16,17 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 
+from alerts.runtime import RuntimeSlot
 from collector.auth import PLATFORM_ROLE, ForbiddenError, KeyStore, Principal
 from collector.cost.prices import PriceTable
 from collector.ingest.capture import CapturePolicies
+from collector.ingest.log_join import LogJoiner
 from collector.ingest.writer import BatchWriter
+from collector.scheduler import Scheduler
 from collector.settings import Settings
+from collector.spool.log import Spool
+from collector.spool.processor import SpoolProcessor
+from collector.spool.supervisor import ProcessorSupervisor
 from collector.telemetry.exposition import Source
 from collector.telemetry.metrics import IngestMetrics
 
@@ -30,7 +36,11 @@ DEV_PRINCIPAL = Principal(tenant=DEV_TENANT, role=PLATFORM_ROLE, key_id=None)
 
 @dataclass
 class AppState:
-    """Everything the routes need; built once in the app's lifespan."""
+    """Everything the routes need; built once in the app's lifespan (``app.state.driftline``).
+
+    The optional parts are None when their component is off (``spool``, ``spool_processor``:
+    ``DRIFTLINE_SPOOL_ENABLED``; ``grpc_port``: the gRPC receiver; ``scheduler``).
+    """
 
     settings: Settings
     engine: Engine
@@ -39,8 +49,16 @@ class AppState:
     metrics: IngestMetrics
     keys: KeyStore
     capture: CapturePolicies
+    #: joins gen_ai log records to their spans (collector.ingest.log_join)
+    joiner: LogJoiner
+    #: the app's alert runtime (file receivers, alert settings), shared with the alert jobs
+    alerts: RuntimeSlot
+    #: tenants with feedback waiting for its call (linked after each commit)
+    feedback_pending: set[str] = field(default_factory=set)
     grpc_port: int | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    spool: Spool | None = None
+    spool_processor: SpoolProcessor | ProcessorSupervisor | None = None
+    scheduler: Scheduler | None = None
     #: per-tenant LLM KPI series; exposed only to keys (collector.telemetry.exposition)
     kpi_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     #: more KPI sources merged into the same view (a spool processor in another process)

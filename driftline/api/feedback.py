@@ -24,7 +24,7 @@ def _accept(state: State, tenant: str, raw: Any) -> dict[str, Any]:
     ev = fb.parse_event(raw)
     status, duplicate = fb.store_event(state.engine, tenant, ev)
     if status == "pending":
-        state.extras.setdefault("feedback_pending_tenants", set()).add(tenant)
+        state.feedback_pending.add(tenant)
     return {"feedback_id": ev.feedback_id, "status": status, "duplicate": duplicate}
 
 

@@ -42,13 +42,13 @@ def healthz(state: State) -> Any:
         db = "ok"
     except Exception as exc:
         db = f"unavailable: {type(exc).__name__}"
-    body = {
+    body: dict[str, Any] = {
         "status": "ok" if db == "ok" else "degraded",
         "database": db,
         "write_queue_spans": state.writer.queued_spans,
         "grpc_port": state.grpc_port,
     }
-    processor = state.extras.get("spool_processor")
+    processor = state.spool_processor
     if processor is not None:  # from the spool's files when the processor runs elsewhere
         body["spool_bytes"] = processor.spool.unprocessed_bytes
         body["spool_lag_s"] = processor.lag_seconds()

@@ -35,7 +35,6 @@ from collector.auth import ForbiddenError, span_tenant
 from collector.errors import BodyTooLargeError, CollectorError
 from collector.ingest import decode as codec
 from collector.ingest import service
-from collector.ingest.log_join import LogJoiner
 from collector.ingest.logs import decode_logs
 from collector.spool.log import LOGS_JSON, LOGS_PROTOBUF, TRACES_JSON, TRACES_PROTOBUF, Spool
 from collector.store.schema import SpanData
@@ -140,8 +139,8 @@ async def export_logs(request: Request, state: State, tenant: IngestTenant) -> R
     try:
         media, body = await _read(request, state)
         batch = await off_loop(body, media, decode_logs, body, media)
-        joiner: LogJoiner = state.extras["log_joiner"]
-        spool: Spool | None = state.extras.get("spool")
+        joiner = state.joiner
+        spool = state.spool
         if spool is not None and (batch.content or batch.evaluations):
             kind = LOGS_PROTOBUF if media == codec.PROTOBUF else LOGS_JSON
             fut = spool.append(kind, tenant, body, time.time_ns())
@@ -216,7 +215,7 @@ async def export_traces(request: Request, state: State, principal: CurrentPrinci
 
     try:
         media, body = await _read(request, state)
-        spool: Spool | None = state.extras.get("spool")
+        spool = state.spool
         if spool is not None and not gateway:  # durable on fsync; the processor writes
             return await _spool_traces(spool, state, tenant, media, body)
         # decode and prepare (normalise, redact) in a worker thread whatever the size: the

@@ -66,7 +66,7 @@ def test_replica_samples_and_cost_belong_to_their_tenant(sqlite_url: str) -> Non
     eng = store_engine.make_engine(sqlite_url)
     try:
         (job,) = [j for j in background_jobs(settings) if j.name == "engine-scrape"]
-        ctx = JobContext(settings, eng, CollectorRegistry(), {})
+        ctx = JobContext(settings, eng, CollectorRegistry())
         job.fn(ctx)
         time.sleep(0.2)
         job.fn(ctx)

@@ -183,7 +183,7 @@ def run_example(
         spool_processor="thread",
     )
     with TestClient(create_app(settings_), raise_server_exceptions=False) as client:
-        spool: Any = client.app.state.driftline.extras["spool"]  # type: ignore[attr-defined]
+        spool: Any = client.app.state.driftline.spool  # type: ignore[attr-defined]
         q0 = quarantined(client)
         plain_keys: list[tuple[bytes, bytes]] = []
         sent: list[tuple[build.Expect, int, int]] = []
