@@ -11,7 +11,9 @@ not sealed), so a run does not scan every answer. Only bounded random samples cr
 per text: language identification (whose texts are read for the sampled calls only) and prompt
 / answer embeddings (:mod:`drift.textsample`).
 
-Signals (:data:`SIGNALS`): token counts and latencies (numbers); finish_reason mix; refusal,
+Signals (:data:`SIGNALS`, one entry each in the registry :mod:`collector.lake.driftsignals`,
+which also says how each is extracted; the per-call table: :mod:`drift.percall`; segments:
+:mod:`drift.segments`): token counts and latencies (numbers); finish_reason mix; refusal,
 empty output, guardrail hits and thumbs-down (proportions); judge score (numbers, when the judges
 subsystem stores scores); prompt / output language and language mismatch (sampled); prompt
 and answer embeddings (sampled, classifier two-sample test and centroid distance; a call
@@ -23,7 +25,7 @@ largest ``max_segments`` of them, plus all traffic.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -32,33 +34,50 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collector.lake import driftsignals
 from collector.lake import query as lake_query
-from collector.lake.textfeatures import FEATURE_COLUMNS, refusal_sql
+from collector.lake.driftsignals import DriftSignal
+from collector.lake.textfeatures import refusal_sql
 from drift.callreaders import CallReader, lake_reader
 from drift.colwindow import ColumnWindow
 from drift.extractcolumns import categorical_columns, numeric_columns, ordered
+from drift.percall import per_call_table
 from drift.report import Kind
+from drift.segments import segment_groups, tested_segments
 from drift.signalsources import judge_scores, thumbs_votes
-from drift.textsample import EMBEDDING_TESTS, FetchTexts, start_sampled_text_columns
+from drift.textsample import FetchTexts, start_sampled_text_columns
 from drift.windows import Windows
 
 log = logging.getLogger(__name__)
 
-NUMERIC_SIGNALS = ("input_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s")
-PROPORTION_SIGNALS = ("refusal", "empty_output", "guardrail_hit", "thumbs_down")
-SAMPLED_SIGNALS = ("prompt_language", "output_language", "language_mismatch")
-EMBEDDING_SIGNALS = tuple(EMBEDDING_TESTS)  # prompt_/answer_ embedding and centroid
-#: every signal and its kind for the tests
-SIGNALS: dict[str, Kind] = {
-    **dict.fromkeys(NUMERIC_SIGNALS, "numerical"),
-    "finish_reason": "categorical",
-    **dict.fromkeys(PROPORTION_SIGNALS, "categorical"),
-    "judge_score": "numerical",
-    **dict.fromkeys(SAMPLED_SIGNALS, "categorical"),
-    **dict.fromkeys(EMBEDDING_SIGNALS, "embedding"),
+#: the registry's kinds as the report's (a rate is tested as a two-category mix)
+_REPORT_KIND: dict[str, Kind] = {
+    "numeric": "numerical",
+    "categorical": "categorical",
+    "rate": "categorical",
+    "embedding": "embedding",
 }
-SEGMENT_COLUMNS = {"model": "model", "variant": "variant", "service": "service_name"}
-__all__ = ["SIGNALS", "ExtractConfig", "Extraction", "extract", "refusal_sql"]
+
+
+class _SignalKinds(Mapping[str, Kind]):
+    """Every registered signal (:mod:`collector.lake.driftsignals`, registration order) → its
+    kind for the tests; read live, so a signal registered later is known."""
+
+    def __getitem__(self, name: str) -> Kind:
+        return _REPORT_KIND[driftsignals.get(name).kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(driftsignals.names())
+
+    def __len__(self) -> int:
+        return len(driftsignals.names())
+
+
+#: every signal and its kind for the tests
+SIGNALS: Mapping[str, Kind] = _SignalKinds()
+EMBEDDING_SIGNALS = driftsignals.names(source="embedded")  # prompt_/answer_ embedding, centroid
+SEGMENT_COLUMNS = driftsignals.SEGMENT_COLUMNS
+__all__ = ["SIGNALS", "ExtractConfig", "Extraction", "extract", "refusal_sql", "segment_groups"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +98,7 @@ class ExtractConfig:
         embedding_max_seq: tokens kept per prompt or answer for the embedding (1..256).
     """
 
-    signals: tuple[str, ...] = tuple(SIGNALS)
+    signals: tuple[str, ...] = field(default_factory=lambda: tuple(SIGNALS))
     segment_by: tuple[str, ...] = ("model", "variant", "service")
     max_segments: int = 20
     include_all: bool = True
@@ -126,10 +145,6 @@ class Extraction:
     pending: Callable[[], list[ColumnWindow]] | None = None
 
 
-def _segment_label(keys: dict[str, str | None]) -> str:
-    return ",".join(f"{k}={'(none)' if v is None else v}" for k, v in keys.items())
-
-
 def extract(
     database_url: str,
     tenant: str,
@@ -160,34 +175,19 @@ def extract(
     Raises:
         ValueError: bad ``database_url``.
     """
-    wanted = set(config.signals)
+    chosen = _chosen(config)
     seg_cols = [SEGMENT_COLUMNS[s] for s in config.segment_by]
-    names = [
-        "trace_id",
-        "span_id",
-        "start_unix_nano",
-        *seg_cols,
-        *[s for s in NUMERIC_SIGNALS if s in wanted],
-        "finish_reason",
-        "redactions",
-    ]
-    embedded = {EMBEDDING_TESTS[s][0] for s in wanted & set(EMBEDDING_SIGNALS)}
-    # refusal / empty output come as the lake's per-call text features (sealed with the hour,
-    # computed from the answer text where not sealed); texts are read in full only when
-    # embedded (the embedding sample needs every call's null); the language sample's texts
-    # are read for the sampled calls only
-    names += [n for n in FEATURE_COLUMNS if n in wanted]
-    names += [c for c in ("output_text", "input_text") if c in embedded]
+    names = _call_columns(chosen, seg_cols)
     # the salt of the text samples is drawn whenever a text was read before the features
     # existed, so the run's random stream (and every later draw) is unchanged
-    texts_read = bool(wanted & {*PROPORTION_SIGNALS[:2], *SAMPLED_SIGNALS}) or bool(embedded)
+    texts_read = any(sig.source in ("feature", "sampled", "embedded") for sig in chosen)
     read = read if read is not None else lake_reader(None)
     spans = [
         (windows.reference_start_ns, windows.reference_end_ns),
         (windows.current_start_ns, windows.current_end_ns),
     ]
     # the store's votes and judge scores are read on a worker thread while the calls are read
-    wants_judge = "judge_score" in wanted or "refusal" in wanted
+    wants_judge = any(sig.source == "judge" or sig.judged for sig in chosen)
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drift-votes")
     try:
         votes_read = worker.submit(thumbs_votes, database_url, tenant, windows.reference_start_ns)
@@ -210,13 +210,11 @@ def extract(
         judge = None
         if judge_read is not None:
             judge, why = judge_read.result()
-            if judge is None and "judge_score" in wanted:
-                skipped["judge_score"] = why
+            if judge is None:
+                skipped.update((sig.name, why) for sig in chosen if sig.source == "judge")
         con.register("judge_arrow", judge if judge is not None else _EMPTY_JUDGE)
         salt = int(rng.integers(0, 2**31)) if texts_read else None
-        return _build(
-            con, calls, windows, config, seg_cols, skipped, salt, fetch_texts, defer_texts
-        )
+        return _build(con, calls, windows, config, chosen, skipped, salt, fetch_texts, defer_texts)
     finally:
         con.close()
 
@@ -232,51 +230,23 @@ _EMPTY_JUDGE = pa.table(
 )
 
 
-def segment_groups(calls: pa.Table, seg_cols: Sequence[str]) -> tuple[pa.Table, np.ndarray]:
-    """The distinct combinations of ``seg_cols`` among ``calls`` and each call's combination.
+def _chosen(config: ExtractConfig) -> list[DriftSignal]:
+    """The registered signals named in ``config``, in registration order (the order tested)."""
+    wanted = set(config.signals)
+    return [sig for sig in driftsignals.signals() if sig.name in wanted]
 
-    Returns ``(groups, row_group)``: ``groups`` has ``seg_cols`` (their values, NULL kept as
-    a value of its own, as ``GROUP BY`` keeps it), ``n`` (int64, calls with that combination)
-    and ``_u`` (int64, the row's own index); ``row_group`` (int64, shape (calls.num_rows,)) is
-    each call's row in ``groups``. The same groups as ``GROUP BY seg_cols`` (values compared
-    byte for byte, as DuckDB compares them), from Arrow dictionary codes.
-    """
-    codes = np.zeros(calls.num_rows, dtype=np.int64)
-    dicts: list[tuple[pa.Array, int]] = []
-    radix = 1
-    for c in seg_cols:
-        enc = pc.dictionary_encode(calls.column(c)).combine_chunks()
-        k = len(enc.dictionary)
-        idx = np.asarray(enc.indices.fill_null(k).to_numpy(zero_copy_only=False), dtype=np.int64)
-        codes = codes * (k + 1) + idx  # null is code k
-        dicts.append((enc.dictionary, k))
-        radix *= k + 1
-    if radix <= 4 * calls.num_rows + 1024:
-        counts = np.bincount(codes, minlength=radix)
-        present = np.flatnonzero(counts)
-        lut = np.zeros(radix, dtype=np.int64)
-        lut[present] = np.arange(present.size, dtype=np.int64)
-        row_group, n = lut[codes], counts[present]
-    else:  # many combinations: sort the codes
-        present, row_group, n = np.unique(codes, return_inverse=True, return_counts=True)
-        row_group = row_group.reshape(-1)
-    cols: dict[str, pa.Array] = {}
-    rest = present.astype(np.int64)
-    for c, (dictionary, k) in reversed(list(zip(seg_cols, dicts, strict=True))):
-        idx = rest % (k + 1)
-        rest = rest // (k + 1)
-        cols[c] = dictionary.take(pa.array(idx, mask=idx == k))
-    table = {c: cols[c] for c in seg_cols}
-    return (
-        pa.table(
-            {
-                **table,
-                "n": pa.array(n.astype(np.int64)),
-                "_u": pa.array(np.arange(present.size, dtype=np.int64)),
-            }
-        ),
-        row_group.astype(np.int64),
-    )
+
+def _call_columns(chosen: Sequence[DriftSignal], seg_cols: Sequence[str]) -> list[str]:
+    """The per-call columns a run of ``chosen`` reads: ids and start, the segment columns, the
+    columns of each ``call`` signal, the sealed text features (computed from the answer text
+    where not sealed), and a text only when it is embedded (the embedding sample needs every
+    call's null; the language sample's texts are read for the sampled calls only)."""
+    embedded = {sig.text for sig in chosen if sig.source == "embedded"}
+    names = [*driftsignals.ID_COLUMNS, *seg_cols]
+    names += [c for sig in chosen if sig.source == "call" for c in sig.reads]
+    names += [sig.name for sig in chosen if sig.source == "feature"]
+    names += [c for c in driftsignals.TEXT_COLUMNS if c in embedded]
+    return list(dict.fromkeys(names))
 
 
 def _build(
@@ -284,161 +254,30 @@ def _build(
     calls: pa.Table,
     windows: Windows,
     config: ExtractConfig,
-    seg_cols: list[str],
+    chosen: Sequence[DriftSignal],
     skipped: dict[str, str],
     salt: int | None,
     fetch_texts: FetchTexts,
     defer_texts: bool = False,
 ) -> Extraction:
-    wanted = set(config.signals)
-    have = set(calls.column_names)
-    numeric = [s for s in NUMERIC_SIGNALS if s in wanted]
-    refusal = "c.refusal" if "refusal" in have else "NULL"
-    # the vote and judge joins only when there is something to join (same columns either way)
-    n_judge = con.execute("SELECT count(*) FROM judge_arrow").fetchall()[0][0]
-    judge = (
-        f"coalesce(j.refusal, {refusal}) AS refusal, "
-        if n_judge
-        else f"CAST({refusal} AS BOOLEAN) AS refusal, "
-    )
+    """Every column of ``chosen`` per segment from the calls read: the per-call table ``s``
+    (:func:`drift.percall.per_call_table`), its segments, then the numeric and categorical
+    columns from one sort of ``s`` and the sampled text columns (started first, on a worker
+    thread)."""
     ids = calls.select(["trace_id", "span_id", "start_unix_nano"])
-    # the text sample's salted hash of each call's ids (``_i`` finds the ids of sampled rows):
-    # ``hash(trace_id || ':' || span_id || ':' || salt)``, the string built by one concat
-    # (half the work of the chain of ``||``; the same string, NULL when an id is NULL)
-    h = (
-        ", hash(CASE WHEN c.trace_id IS NULL OR c.span_id IS NULL THEN NULL ELSE "
-        f"concat(c.trace_id, ':', c.span_id, ':', {int(salt)}) END) AS h"
-        if salt is not None
-        else ""
-    )
-    con.execute(
-        "CREATE TEMP TABLE votes AS SELECT trace_id, span_id, "
-        "bool_or(kind = 'thumbs_down') AS down FROM (SELECT *, row_number() OVER ("
-        "PARTITION BY trace_id, coalesce(span_id, ''), coalesce(user_id, feedback_id) "
-        "ORDER BY timestamp_unix_nano DESC) AS rn FROM votes_arrow) WHERE rn = 1 "
-        "GROUP BY trace_id, span_id"
-    )
-    # votes on whole traces (vt) and on spans (vs): each join only when there are such votes
-    # (thumbs_down is the OR of both, NULL without either: one alone is its own value)
-    n_trace, n_span = con.execute(
-        "SELECT count(*) FILTER (span_id IS NULL), count(*) FILTER (span_id IS NOT NULL) FROM votes"
-    ).fetchall()[0]
-    thumbs = {
-        (True, True): "CASE WHEN vt.down IS NULL AND vs.down IS NULL THEN NULL "
-        "ELSE coalesce(vt.down, FALSE) OR coalesce(vs.down, FALSE) END",
-        (True, False): "vt.down",
-        (False, True): "vs.down",
-        (False, False): "NULL::BOOLEAN",
-    }[(n_trace > 0, n_span > 0)]
-    # ``_i``: each call's row in ``calls``; its ids stay there (read only for the few
-    # rows that need them: the text sample's keys, tied start times). ``_seg``: each call's
-    # segment (-1 beyond ``max_segments``), from the segments' codes, not a join on their text
-    calls_arrow = calls.append_column("_i", pa.array(np.arange(calls.num_rows, dtype=np.int64)))
-    order_seg = "".join(f", {c} NULLS FIRST" for c in seg_cols)
-    by_codes = bool(seg_cols) and all(
-        pa.types.is_string(calls.schema.field(c).type)
-        or pa.types.is_large_string(calls.schema.field(c).type)
-        for c in seg_cols
-    )
-    if by_codes:
-        groups, row_group = segment_groups(calls, seg_cols)
-        con.register("seg_groups", groups)
-        con.execute(
-            f"CREATE TEMP TABLE seg AS SELECT *, row_number() OVER (ORDER BY n DESC{order_seg}) "
-            "- 1 AS seg_id FROM seg_groups"
-        )
-        got = con.execute("SELECT _u, seg_id FROM seg").fetchnumpy()
-        lut = np.full(groups.num_rows, -1, dtype=np.int64)
-        sid = np.asarray(got["seg_id"], dtype=np.int64)
-        lut[np.asarray(got["_u"], dtype=np.int64)] = np.where(sid < config.max_segments, sid, -1)
-        calls_arrow = calls_arrow.append_column("_seg", pa.array(lut[row_group]))
-        seg_expr, join_seg = "c._seg", ""
-    con.register("calls_arrow", calls_arrow)
-    if not by_codes:  # no segments (one row: all traffic), or segment columns not text
-        con.execute(
-            f"CREATE TEMP TABLE seg AS SELECT *, row_number() OVER (ORDER BY n DESC{order_seg}) "
-            "- 1 AS seg_id FROM (SELECT "
-            + (", ".join(f"c.{c}" for c in seg_cols) + ", " if seg_cols else "")
-            + "count(*) AS n FROM calls_arrow c"
-            + (" GROUP BY " + ", ".join(f"c.{c}" for c in seg_cols) if seg_cols else "")
-            + ")"
-        )
-        seg_expr = f"CASE WHEN g.seg_id < {config.max_segments} THEN g.seg_id ELSE -1 END"
-        join_seg = " JOIN seg g ON " + (
-            " AND ".join(f"c.{c} IS NOT DISTINCT FROM g.{c}" for c in seg_cols) or "TRUE"
-        )
-    # ``s`` stays an Arrow table (registered under that name for the samples' SQL): copying
-    # the run's calls into a DuckDB table and reading them back out cost more than the joins
-    s_table = con.sql(
-        f"SELECT c.win, c.start_unix_nano AS t, {seg_expr} AS seg_id, "
-        + "".join(f"CAST(c.{n} AS DOUBLE) AS {n}, " for n in numeric)
-        + "c.finish_reason, "
-        + judge
-        + ("c.empty_output, " if "empty_output" in have else "NULL::BOOLEAN AS empty_output, ")
-        + "CASE WHEN c.finish_reason = 'content_filter' OR c.redactions > 0 THEN TRUE "
-        "WHEN c.finish_reason IS NULL AND c.redactions IS NULL THEN NULL ELSE FALSE END "
-        "AS guardrail_hit, "
-        + thumbs
-        + " AS thumbs_down, "
-        + (
-            "j.score AS judge_score, j.pi AS judge_pi"
-            if n_judge
-            else "NULL::DOUBLE AS judge_score, NULL::DOUBLE AS judge_pi"
-        )
-        + ", c._i"
-        + h
-        + "".join(f", c.{t}" for t in ("output_text", "input_text") if t in have)
-        + " FROM calls_arrow c"
-        + join_seg
-        # votes on the whole trace and on this span: two equality hash joins, one row each
-        + (
-            " LEFT JOIN (SELECT trace_id, bool_or(down) AS down FROM votes"
-            " WHERE span_id IS NULL GROUP BY trace_id) vt ON vt.trace_id = c.trace_id"
-            if n_trace
-            else ""
-        )
-        + (
-            " LEFT JOIN (SELECT trace_id, span_id, bool_or(down) AS down FROM votes"
-            " WHERE span_id IS NOT NULL GROUP BY trace_id, span_id) vs"
-            " ON vs.trace_id = c.trace_id AND vs.span_id = c.span_id"
-            if n_span
-            else ""
-        )
-        + (
-            " LEFT JOIN (SELECT trace_id, span_id, avg(score) AS score,"
-            " bool_or(refusal) AS refusal, avg(pi) FILTER (WHERE score IS NOT NULL) AS pi"
-            " FROM judge_arrow GROUP BY trace_id, span_id) j"
-            " ON j.trace_id = c.trace_id AND j.span_id = c.span_id"
-            if n_judge
-            else ""
-        )
-    ).to_arrow_table()
+    s_table = per_call_table(con, calls, config, chosen, salt)
     con.register("s", s_table)
-    seg_rows = con.execute(
-        f"SELECT seg_id, {', '.join(seg_cols) or 'NULL'} FROM seg "
-        f"WHERE seg_id < {config.max_segments} ORDER BY seg_id"
-    ).fetchall()
-    n_segments = con.execute("SELECT count(*) FROM seg").fetchall()[0][0]
-    if n_segments > config.max_segments:
-        skipped["segments"] = (
-            f"{n_segments - config.max_segments} smaller segments tested only in all traffic"
-        )
-    segments: dict[int | None, tuple[str | None, dict[str, str | None]]] = {}
-    for row in seg_rows:
-        keys = {d: row[1 + i] for i, d in enumerate(config.segment_by)}
-        segments[row[0]] = (_segment_label(keys), keys)
-    if config.include_all and (len(segments) != 1 or not seg_cols):
-        segments[None] = (None, {})
-    if not seg_cols:
-        segments = {None: (None, {})}
+    segments = tested_segments(con, config, skipped)
     n_ref, n_cur = (int(pc.sum(pc.equal(s_table.column("win"), w)).as_py() or 0) for w in (0, 1))
-    columns: list[ColumnWindow] = []
-    nums = (
-        [*numeric, "judge_score"]
-        if "judge_score" in wanted and "judge_score" not in skipped
-        else numeric
-    )
-    cats = [s for s in ("finish_reason", *PROPORTION_SIGNALS) if s in wanted]
+    per_call = ("call", "feature", "votes", "judge")
+    nums = [
+        sig.name
+        for sig in chosen
+        if sig.kind == "numeric" and sig.source in per_call and sig.name not in skipped
+    ]
+    cats = [
+        sig.name for sig in chosen if sig.kind in ("categorical", "rate") and sig.source in per_call
+    ]
     # the text sample is drawn now and its texts read on a worker thread meanwhile
     texts = (
         start_sampled_text_columns(con, config, segments, skipped, ids, fetch_texts)
@@ -447,9 +286,9 @@ def _build(
     )
     table = None
     if nums or cats:  # one sort of every call for both
-        pi = ["judge_pi"] if "judge_score" in nums else []
+        pi = ["judge_pi"] if any(driftsignals.get(n).source == "judge" for n in nums) else []
         table = ordered(con, list(dict.fromkeys([*nums, *pi, *cats])), ids, s_table)
-    columns += numeric_columns(con, nums, segments, table)
+    columns = numeric_columns(con, nums, segments, table)
     columns += categorical_columns(con, cats, segments, windows.current_start_ns, table)
     if texts is not None and not defer_texts:
         columns += texts()

@@ -24,6 +24,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from collector.lake import driftsignals
 from drift.columnar import ColumnWindow
 from drift.errors import EmbeddingModelUnavailableError
 from drift.textsignals import LanguageGuess, detect_languages, language_mismatch
@@ -38,11 +39,9 @@ Segments = dict[int | None, tuple[str | None, dict[str, str | None]]]
 
 #: embedding signal → (captured text it embeds, its test): the classifier two-sample test and
 #: the centroid distance (:mod:`drift.embeddings`), each on the prompts and on the answers
+#: (the registry's ``embedded`` signals, :mod:`collector.lake.driftsignals`)
 EMBEDDING_TESTS: dict[str, tuple[str, str]] = {
-    "prompt_embedding": ("input_text", "classifier_auc"),
-    "prompt_centroid": ("input_text", "mean_embedding_distance"),
-    "answer_embedding": ("output_text", "classifier_auc"),
-    "answer_centroid": ("output_text", "mean_embedding_distance"),
+    sig.name: (sig.text or "", sig.test) for sig in driftsignals.signals(source="embedded")
 }
 
 Rows = dict[tuple[int | None, int], list[tuple[int, dict[str, str | None]]]]
@@ -145,7 +144,7 @@ def start_sampled_text_columns(
         whose text was not captured as nulls), per segment.
     """
     wanted = set(config.signals)
-    langs = [s for s in ("prompt_language", "output_language", "language_mismatch") if s in wanted]
+    langs = [s for s in driftsignals.names(source="sampled") if s in wanted]
     in_s = _columns(con)
     emb = [s for s, (c, _) in EMBEDDING_TESTS.items() if s in wanted and c in in_s]
     embedded = list(dict.fromkeys(EMBEDDING_TESTS[s][0] for s in emb))
@@ -240,7 +239,7 @@ def _finish(
 ) -> list[ColumnWindow]:
     """The columns of :func:`start_sampled_text_columns` from the sampled rows and texts."""
     wanted = set(config.signals)
-    langs = [s for s in ("prompt_language", "output_language", "language_mismatch") if s in wanted]
+    langs = [s for s in driftsignals.names(source="sampled") if s in wanted]
     emb = [s for s, (c, _) in EMBEDDING_TESTS.items() if s in wanted and c in present]
     rows: Rows = {}
     none = (None,) * len(missing)

@@ -27,6 +27,7 @@ import fsspec
 import pyarrow as pa
 from sqlalchemy import Table
 
+from collector.lake.driftsignals import FEATURE_SIGNALS
 from collector.sidecar import store_sidecar
 from collector.store import arrowfetch
 from collector.store.models import LLMCall
@@ -41,9 +42,10 @@ DATA_FILE = "data.parquet"
 SEALED_COLUMNS: tuple[str, ...] = tuple(c for c in CALL_COLUMNS if c != "tenant")
 #: derived 0/1 indicators stored beside them (definitions: :mod:`collector.store.callstats`)
 DERIVED_COLUMNS: tuple[str, ...] = ("is_error", "is_rejected", "is_unpriced")
-#: per-call text features stored beside them, bool, NULL without captured answer text
-#: (definitions and digest: :mod:`collector.lake.textfeatures`)
-FEATURE_COLUMNS: tuple[str, ...] = ("refusal", "empty_output")
+#: per-call text features stored beside them, bool, NULL without captured answer text: the
+#: drift-signal registry's ``feature`` signals (definitions and digest:
+#: :mod:`collector.lake.textfeatures`)
+FEATURE_COLUMNS: tuple[str, ...] = FEATURE_SIGNALS
 SORT_KEYS: tuple[str, ...] = ("model", "variant", "start_unix_nano")
 COMPRESSION = "zstd"
 _CALLS = cast(Table, LLMCall.__table__)

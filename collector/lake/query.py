@@ -23,31 +23,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from collector.lake import manifest
+from collector.lake import driftsignals, manifest
 from collector.lake.layout import HOUR_NS, Lake
 from collector.lake.rollup import ALL_ROLLED_UP
 from collector.store import analytics, arrowfetch
 from collector.store.arrowfetch import FETCH_SLICES
 from collector.store.schema import CALL_COLUMNS
 
-#: the columns drift runs read per call (:mod:`drift.signals`), for :func:`read_windows`
-DRIFT_COLUMNS: tuple[str, ...] = (
-    "trace_id",
-    "span_id",
-    "start_unix_nano",
-    "model",
-    "variant",
-    "service_name",
-    "input_tokens",
-    "output_tokens",
-    "ttft_s",
-    "tpot_s",
-    "e2e_s",
-    "finish_reason",
-    "redactions",
-    "output_text",
-    "input_text",
-)
+#: the columns drift runs read per call (:mod:`drift.signals`), for :func:`read_windows`: those
+#: of the drift-signal registry's built-in signals
+#: (:func:`collector.lake.driftsignals.drift_columns` gives them with any registered since)
+DRIFT_COLUMNS: tuple[str, ...] = driftsignals.drift_columns()
 
 
 _DB: duckdb.DuckDBPyConnection | None = None
@@ -346,18 +332,20 @@ def read_windows(
     lake: Lake | None,
     tenant: str,
     windows: Sequence[tuple[int, int]],
-    columns: Sequence[str] = DRIFT_COLUMNS,
+    columns: Sequence[str] | None = None,
 ) -> pa.Table:
     """The frames a drift run reads: ``columns`` of the tenant's calls in each window
     ``(since_ns, until_ns)`` plus an ``int8`` column ``win`` = the window's index (0 =
     reference, 1 = current), concatenated: what :func:`drift.signals.extract` reads through
-    :func:`drift.callreaders.lake_reader`.
+    :func:`drift.callreaders.lake_reader`. ``columns`` None: every column a registered drift
+    signal reads (:func:`collector.lake.driftsignals.drift_columns`).
 
     Raises:
         ValueError: as :func:`fetch_calls`.
     """
+    names = list(columns) if columns is not None else list(driftsignals.drift_columns())
     parts = []
     for i, (lo, hi) in enumerate(windows):
-        t = fetch_calls(database_url, lake, tenant, since_ns=lo, until_ns=hi, columns=columns)
+        t = fetch_calls(database_url, lake, tenant, since_ns=lo, until_ns=hi, columns=names)
         parts.append(t.append_column("win", pa.array(np.full(t.num_rows, i, dtype=np.int8))))
     return pa.concat_tables(parts)

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-from collector.lake import manifest, query, textfeatures
+from collector.lake import driftsignals, manifest, query, textfeatures
 from collector.lake.layout import FEATURE_COLUMNS, SCHEMA_VERSION, Lake, open_lake, quote_tenant
 from collector.store import analytics, arrowfetch
 
@@ -91,6 +91,17 @@ def call_stats(
     return out
 
 
+def spark_numeric_signals() -> dict[str, str]:
+    """The signals :func:`numeric_signal` extracts on Spark, read from the drift-signal registry
+    (:mod:`collector.lake.driftsignals`): signal name → its ``llm_calls`` column, for every
+    registered ``numeric`` signal that is one plain column (registration order)."""
+    out: dict[str, str] = {}
+    for s in driftsignals.signals(kind="numeric", source="call"):
+        if s.column is not None:
+            out[s.name] = s.column
+    return out
+
+
 def numeric_signal(
     spark: Any,
     lake_url: str,
@@ -100,10 +111,11 @@ def numeric_signal(
     *,
     segment_by: Sequence[str] = ("model",),
 ) -> dict[tuple[Any, ...], list[NDArray[np.float64]]]:
-    """Drift signal extraction on Spark: the values of a numerical per-call signal
-    (``input_tokens``, ``output_tokens``, ``ttft_s``, ``tpot_s``, ``e2e_s``) per segment and
-    window, as the arrays :class:`drift.columnar.ColumnWindow` tests (float64, NaN = null,
-    sorted ascending with NaN last).
+    """Drift signal extraction on Spark: the values of a numerical per-call signal (one of
+    :func:`spark_numeric_signals`: the registry's numeric signals that are a plain
+    ``llm_calls`` column, e.g. ``ttft_s``) per segment and window, as the arrays
+    :class:`drift.columnar.ColumnWindow` tests (float64, NaN = null, sorted ascending with NaN
+    last).
 
     Args:
         windows: ``[(since_ns, until_ns), ...]``, typically (reference, current).
@@ -116,16 +128,18 @@ def numeric_signal(
     Raises:
         ValueError: an unknown signal or segment column.
     """
-    if signal not in ("input_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s"):
+    column = spark_numeric_signals().get(signal)
+    if column is None:
         raise ValueError(f"signal: {signal!r} is not a numerical per-call signal")
-    bad = [c for c in segment_by if c not in ("model", "variant", "service_name")]
+    bad = [c for c in segment_by if c not in driftsignals.SEGMENT_COLUMNS.values()]
     if bad:
         raise ValueError(f"segment_by: unknown {bad}")
     df = calls_frame(spark, lake_url, tenant)
     out: dict[tuple[Any, ...], list[NDArray[np.float64]]] = {}
     for i, (lo, hi) in enumerate(windows):
         sub = df.where(f"start_unix_nano >= {int(lo)} AND start_unix_nano < {int(hi)}")
-        rows = sub.select(*segment_by, signal).collect()
+        picked = [*(f"`{c}`" for c in segment_by), f"`{column}` AS `{signal}`"]
+        rows = sub.selectExpr(*picked).collect()
         groups: dict[tuple[Any, ...], list[float]] = {}
         for r in rows:
             key = tuple(r[c] for c in segment_by)
