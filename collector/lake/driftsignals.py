@@ -28,6 +28,7 @@ This module lives in the lake (below ``drift``) because the lake and Spark read 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -170,6 +171,7 @@ def _builtin() -> tuple[DriftSignal, ...]:
 
 
 _REGISTRY: dict[str, DriftSignal] = {}
+_LOCK = threading.Lock()
 _FROZEN_FEATURES = False  # set once the built-in entries are in (end of this module)
 
 
@@ -181,17 +183,19 @@ def register(signal: DriftSignal) -> DriftSignal:
             registered after import (the sealed files' feature columns and their digest are
             fixed when the lake's layout is imported).
     """
-    if signal.name in _REGISTRY:
-        raise ValueError(f"signal {signal.name!r} is registered already")
     if signal.source == "feature" and _FROZEN_FEATURES:
         raise ValueError(f"{signal.name}: feature signals are fixed at import (lake layout)")
-    _REGISTRY[signal.name] = signal
+    with _LOCK:
+        if signal.name in _REGISTRY:
+            raise ValueError(f"signal {signal.name!r} is registered already")
+        _REGISTRY[signal.name] = signal
     return signal
 
 
 def unregister(name: str) -> None:
     """Remove the signal ``name`` (a test's own signal; unknown names are ignored)."""
-    _REGISTRY.pop(name, None)
+    with _LOCK:
+        _REGISTRY.pop(name, None)
 
 
 def get(name: str) -> DriftSignal:
@@ -207,9 +211,10 @@ def signals(
     *, kind: SignalKind | None = None, source: Source | None = None
 ) -> tuple[DriftSignal, ...]:
     """The registered signals (registration order), optionally of one ``kind`` / ``source``."""
+    every = tuple(_REGISTRY.values())  # one snapshot: a registration meanwhile is not seen
     return tuple(
         s
-        for s in _REGISTRY.values()
+        for s in every
         if (kind is None or s.kind == kind) and (source is None or s.source == source)
     )
 
