@@ -92,6 +92,40 @@ def _truncate(text: str | None, limit: int, flags: set[str]) -> str | None:
     return f"{text[:limit]}…[truncated by driftline: original length {len(text)} chars]"
 
 
+def _span_times(span: SpanData, flags: set[str]) -> tuple[int | None, int | None, float | None]:
+    """``(start, end, e2e_s)``: unix ns (None when unset or, for the end, before the start)
+    and seconds (``gen_ai.latency.e2e``, else the span's duration when end >= start > 0);
+    adds ``invalid_timing`` to ``flags`` for an end before the start."""
+    start = span.start_unix_nano or None
+    end = span.end_unix_nano or None
+    e2e = seconds(span.attributes.get("gen_ai.latency.e2e"), flags)
+    if e2e is None:
+        if start is None or end is None or end < start:
+            if start is not None:
+                flags.add("invalid_timing")
+        else:
+            e2e = (end - start) / 1e9
+    if end is not None and start is not None and end < start:
+        end = None
+        flags.add("invalid_timing")
+    return start, end, e2e
+
+
+def _status(span: SpanData) -> tuple[str, str | None]:
+    """``(status, error_type)``: the span status's name, and ``error.type`` or the first
+    exception event's type (``"error"`` for an error status that names none)."""
+    error_type = as_str(span.attributes.get("error.type"))
+    if error_type is None:
+        for ev in span.events:
+            if ev.get("name") == "exception":
+                error_type = as_str((ev.get("attributes") or {}).get("exception.type"))
+                break
+    status = STATUS_NAMES.get(span.status_code, "unset")
+    if status == "error" and error_type is None:
+        error_type = "error"
+    return status, error_type
+
+
 def extract(
     span: SpanData, *, max_text_chars: int = 1_000_000, redactions: int | None = None
 ) -> Extract | None:
@@ -115,19 +149,7 @@ def extract(
         operation = "chat"  # vLLM does not say; §3.5: span `llm_request` ⇒ chat
     flags: set[str] = set()
 
-    start = span.start_unix_nano or None
-    end = span.end_unix_nano or None
-    e2e = seconds(attrs.get("gen_ai.latency.e2e"), flags)
-    if e2e is None:
-        if start is None or end is None or end < start:
-            if start is not None:
-                flags.add("invalid_timing")
-        else:
-            e2e = (end - start) / 1e9
-    if end is not None and start is not None and end < start:
-        end = None
-        flags.add("invalid_timing")
-
+    start, end, e2e = _span_times(span, flags)
     out_text, msg_reasons = content.output_text_and_reasons(attrs, span.events)
     reasons = finish_reasons(
         first(
@@ -136,16 +158,7 @@ def extract(
         )
     ) or finish_reasons(msg_reasons)
 
-    error_type = as_str(attrs.get("error.type"))
-    if error_type is None:
-        for ev in span.events:
-            if ev.get("name") == "exception":
-                error_type = as_str((ev.get("attributes") or {}).get("exception.type"))
-                break
-    status = STATUS_NAMES.get(span.status_code, "unset")
-    if status == "error" and error_type is None:
-        error_type = "error"
-
+    status, error_type = _status(span)
     cost = to_float(first(attrs, ("gen_ai.usage.cost", "llm.cost.total")))
     ttft_raw = first(attrs, TTFT_KEYS)
     ttft = seconds(ttft_raw, flags) if ttft_raw is not None else ttft_from_events(span)
