@@ -1,7 +1,8 @@
 """Transport-independent ingestion: decoded spans -> normalised items -> durable write.
 
-Both receivers (OTLP/HTTP in ``driftline.api.otlp`` and OTLP/gRPC in
-``collector.ingest.grpc_server``) call :func:`ingest`.
+The receive room's store sink (``driftline.receive.sink.StoreSink``, used by the OTLP/HTTP and
+OTLP/gRPC receivers with the spool off, and for gateway keys) calls :func:`submit` /
+:func:`submit_logs`.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from collector.spool.processor import SpoolProcessor
 from collector.spool.supervisor import ProcessorSupervisor
 from collector.telemetry.exposition import Source
 from collector.telemetry.metrics import IngestMetrics
+from driftline.receive.sink import Sink
 
 DEV_TENANT = "default"
 DEV_PRINCIPAL = Principal(tenant=DEV_TENANT, role=PLATFORM_ROLE, key_id=None)
@@ -53,6 +54,8 @@ class AppState:
     joiner: LogJoiner
     #: the app's alert runtime (file receivers, alert settings), shared with the alert jobs
     alerts: RuntimeSlot
+    #: where the receivers hand requests (the spool, or the store with the spool off)
+    sink: Sink
     #: tenants with feedback waiting for its call (linked after each commit)
     feedback_pending: set[str] = field(default_factory=set)
     grpc_port: int | None = None
