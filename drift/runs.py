@@ -3,7 +3,8 @@
 :func:`run_drift` is what ``driftline drift run`` and the scheduled job call. The run row is
 written first (``status='running'``), then every signal × segment result with its effect size
 and histograms, then the summary (``ok``), or ``failed`` with the error. Each drifted result
-emits one ``drift_detected`` event to the alerts subsystem (:func:`emit_drift_events`).
+emits one ``drift_detected`` event to the alerts subsystem
+(:func:`drift.runrows.emit_drift_events`; the rows and events: :mod:`drift.runrows`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from collector.errors import ConfigError
 from collector.store import driftqueries
 from collector.store.models import LLMCall
 from drift.callreaders import DEFAULT_SPARK_MASTER, CallReader
-from drift.columnar import ColumnDetail, evaluate_columns
+from drift.columnar import evaluate_columns
 from drift.errors import DriftError
-from drift.report import SignalResult
+from drift.runrows import emit_drift_events, finish_ok, result_row, start_run
 from drift.signals import SIGNALS, ExtractConfig, Extraction, extract
 from drift.windows import NS, DeployMarker, Windows, deploy_windows, parse_reference
 
@@ -204,90 +205,6 @@ def resolve_windows(
     return Windows(cur_start - int(ref_hours * 3600 * NS), cur_start, cur_start, now_ns, "rolling")
 
 
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
-def _result_row(
-    tenant: str, run_id: str, seq: int, r: SignalResult, d: ColumnDetail, keys: dict[str, Any]
-) -> dict[str, Any]:
-    res = r.result
-    return {
-        "tenant": tenant,
-        "run_id": run_id,
-        "seq": seq,
-        "signal": r.signal,
-        "kind": r.kind,
-        "segment": r.segment,
-        "segment_keys": keys,
-        "method": res.method,
-        "score_kind": res.score_kind,
-        "statistic": _finite(res.statistic),
-        "pvalue": _finite(res.pvalue),
-        "adjusted_pvalue": _finite(r.adjusted_pvalue),
-        "threshold": res.threshold,
-        "drifted": res.drifted,
-        "unadjusted_drifted": r.unadjusted_drifted,
-        "insufficient_data": res.insufficient_data,
-        "n_reference": res.n_reference,
-        "n_current": res.n_current,
-        "n_reference_null": r.n_reference_null,
-        "n_current_null": r.n_current_null,
-        "effect_size": _finite(d.effect_size),
-        "effect_kind": d.effect_kind,
-        "psi": _finite(d.psi),
-        "reference_summary": d.reference_summary,
-        "current_summary": d.current_summary,
-        "unseen_categories": list(res.unseen_categories),
-        "histogram": d.histogram,
-    }
-
-
-def emit_drift_events(
-    engine: Engine,
-    tenant: str,
-    run_id: str,
-    rows: list[dict[str, Any]],
-    previously: set[tuple[str, str | None]],
-) -> int:
-    """The single call site into alerting (:func:`alerts.events.emit_event`).
-
-    One ``drift_detected`` event per drifted result (labels ``signal``, ``segment``; value =
-    the effect size, else the statistic), and a ``resolved`` one for each (signal, segment)
-    that drifted in the previous run and is now evaluated without drift. Returns the number of
-    events emitted.
-    """
-    from collector.store.events import emit_event
-
-    n = 0
-    for row in rows:
-        key = (row["signal"], row["segment"])
-        if row["drifted"] is True:
-            resolved = False
-        elif row["drifted"] is False and key in previously:
-            resolved = True
-        else:
-            continue
-        value = row["effect_size"] if row["effect_size"] is not None else row["statistic"]
-        emit_event(
-            engine,
-            tenant,
-            "drift_detected",
-            labels={"signal": row["signal"], "segment": row["segment"] or "all"},
-            annotations={
-                "run_id": run_id,
-                "method": row["method"],
-                "effect_kind": row["effect_kind"] or "",
-                "summary": f"{row['signal']} drifted ({row['method']}) in "
-                f"{row['segment'] or 'all traffic'}",
-            },
-            value=value,
-            resolved=resolved,
-        )
-        n += 1
-    return n
-
-
 def run_drift(
     engine: Engine,
     database_url: str,
@@ -321,26 +238,7 @@ def run_drift(
     run_id = uuid.uuid4().hex
     t0 = time.perf_counter()
     config = settings.extract_config()
-    with engine.begin() as conn:
-        driftqueries.insert_run(
-            conn,
-            {
-                "tenant": tenant,
-                "run_id": run_id,
-                "trigger": trigger,
-                "status": "running",
-                "started_at": dt.datetime.now(dt.UTC),
-                "reference_kind": windows.reference_kind,
-                "reference_label": windows.reference_label,
-                "reference_start_unix_nano": windows.reference_start_ns,
-                "reference_end_unix_nano": windows.reference_end_ns,
-                "current_start_unix_nano": windows.current_start_ns,
-                "current_end_unix_nano": windows.current_end_ns,
-                "fdr_q": settings.fdr_q,
-                "config": settings.model_dump(mode="json"),
-                "skipped": {},
-            },
-        )
+    start_run(engine, tenant, run_id, trigger, windows, settings)
     try:
         # the sampled text columns are still being built while the others are tested
         ex: Extraction = extract(
@@ -355,7 +253,7 @@ def run_drift(
             more=ex.pending,
         )
         rows = [
-            _result_row(tenant, run_id, i, r, d, ex.segment_keys.get(r.segment, {}))
+            result_row(tenant, run_id, i, r, d, ex.segment_keys.get(r.segment, {}))
             for i, (r, d) in enumerate(zip(report.results, details, strict=True))
         ]
     except Exception as exc:  # stored as a failed run; the caller decides what to do next
@@ -371,26 +269,7 @@ def run_drift(
             )  # fmt: skip
         return RunSummary(run_id, tenant, "failed", 0, 0, 0, (), {}, elapsed, str(exc))
     elapsed = time.perf_counter() - t0
-    with engine.begin() as conn:
-        driftqueries.insert_results(conn, rows)
-        driftqueries.finish_run(
-            conn,
-            tenant,
-            run_id,
-            {
-                "status": "ok",
-                "finished_at": dt.datetime.now(dt.UTC),
-                "duration_s": elapsed,
-                "n_reference_calls": ex.n_reference_calls,
-                "n_current_calls": ex.n_current_calls,
-                "n_results": len(rows),
-                "n_evaluated": report.n_evaluated,
-                "n_drifted": report.n_drifted,
-                "drift_share": report.drift_share,
-                "dataset_drifted": report.dataset_drifted,
-                "skipped": ex.skipped,
-            },
-        )
+    finish_ok(engine, tenant, run_id, rows, report, ex, elapsed)
     if settings.alert:
         with engine.connect() as conn:
             previously = driftqueries.previously_drifted(conn, tenant, run_id)
