@@ -27,6 +27,7 @@ import pyarrow as pa
 from collector.lake import driftsignals
 from drift.columnar import ColumnWindow
 from drift.errors import EmbeddingModelUnavailableError
+from drift.textdraw import Nulls, draw, fetch_keys
 from drift.textsignals import LanguageGuess, detect_languages, language_mismatch
 
 if TYPE_CHECKING:
@@ -45,45 +46,6 @@ EMBEDDING_TESTS: dict[str, tuple[str, str]] = {
 }
 
 Rows = dict[tuple[int | None, int], list[tuple[int, dict[str, str | None]]]]
-Nulls = dict[tuple[int | None, int], dict[str, int]]
-
-
-def _sample(
-    con: duckdb.DuckDBPyConnection,
-    k_lang: int,
-    k_emb: int,
-    per_segment: bool,
-    cols: Sequence[str],
-    embedded: Sequence[str],
-) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Sampled rows of table ``s`` per (segment, window) — or per window for all traffic.
-
-    Returns ``(rows, nulls)``: rows ``(seg_id, win, rn, _i, *cols)`` with ``rn`` the rank in
-    the salted hash order ``h`` of ``s``, kept when ``rn <= k_lang`` or when the row is among
-    the first ``k_emb`` of that order with a non-NULL text in one of the ``embedded`` columns;
-    nulls ``(seg_id, win, *NULLs of each embedded column)`` over the whole window (without
-    ``seg_id`` for all traffic). ``cols`` are columns of ``s`` (the embedded texts).
-    """
-    part = "seg_id, win" if per_segment else "win"
-    where = "seg_id >= 0" if per_segment else "TRUE"
-    ranks = "".join(
-        f", row_number() OVER (PARTITION BY {part}, {c} IS NULL ORDER BY h) AS rk{i}"
-        for i, c in enumerate(embedded)
-    )
-    keep = "".join(
-        f" OR ({c} IS NOT NULL AND rk{i} <= {int(k_emb)})" for i, c in enumerate(embedded)
-    )
-    rows = con.execute(
-        f"SELECT seg_id, win, rn, _i{''.join(', ' + c for c in cols)} FROM ("
-        f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY h) AS rn{ranks} FROM ("
-        f"SELECT seg_id, win, _i{''.join(', ' + c for c in cols)}, h FROM s WHERE {where})) "
-        f"WHERE rn <= {int(k_lang)}{keep}"
-    ).fetchall()
-    if not embedded:
-        return rows, []
-    counts = ", ".join(f"count(*) FILTER (WHERE {c} IS NULL)" for c in embedded)
-    nulls = con.execute(f"SELECT {part}, {counts} FROM s WHERE {where} GROUP BY {part}").fetchall()
-    return rows, nulls
 
 
 #: ``(keys, columns) -> table``: the text ``columns`` of the calls in ``keys`` (``win``,
@@ -154,52 +116,8 @@ def start_sampled_text_columns(
         return lambda: []
     present = [c for c in cols if c in in_s]
     missing = [c for c in cols if c not in in_s]
-    sampled: list[tuple[bool, list[tuple[Any, ...]]]] = []
-    nulls: Nulls = {}
-    starts: dict[tuple[int, str, str], int | None] = {}
-    with_start = "start_unix_nano" in ids.column_names
-    for per_segment in (True, False):
-        if not per_segment and None not in segments:
-            continue
-        got, counts = _sample(
-            con, config.text_sample, config.embedding_sample, per_segment, present, embedded
-        )
-        # the sampled rows' ids, read from ``ids`` for these rows only
-        keys = ids.take(pa.array([r[3] for r in got], pa.int64())).to_pylist()
-        if with_start:
-            starts.update(
-                ((int(r[1]), k["trace_id"], k["span_id"]), k["start_unix_nano"])
-                for r, k in zip(got, keys, strict=True)
-            )
-        got = [
-            (*r[:3], k["trace_id"], k["span_id"], *r[4:]) for r, k in zip(got, keys, strict=True)
-        ]
-        sampled.append((per_segment, got))
-        for row in counts:
-            seg_id, win, *n = row if per_segment else (None, *row)
-            nulls[(seg_id, int(win))] = dict(zip(embedded, map(int, n), strict=True))
-    key_table: pa.Table | None = None
-    if missing:
-        keys = sorted(
-            {
-                (int(r[1]), r[3], r[4])
-                for _, got in sampled
-                for r in got
-                if r[2] <= config.text_sample
-            }
-        )
-        if keys:
-            w, t, sp = zip(*keys, strict=True)
-            key_table = pa.table(
-                {
-                    "win": pa.array(w, pa.int8()),
-                    "trace_id": pa.array(t, pa.string()),
-                    "span_id": pa.array(sp, pa.string()),
-                }
-            )
-            at = [starts.get(k) for k in keys]
-            if with_start and all(s is not None for s in at):
-                key_table = key_table.append_column("start_unix_nano", pa.array(at, pa.int64()))
+    sampled, nulls, starts = draw(con, config, segments, ids, present, embedded)
+    key_table = fetch_keys(sampled, starts, config.text_sample) if missing else None
 
     def read() -> dict[tuple[int, str, str], tuple[str | None, ...]]:
         fetched: dict[tuple[int, str, str], tuple[str | None, ...]] = {}
