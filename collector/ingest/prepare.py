@@ -10,7 +10,12 @@ from dataclasses import dataclass
 
 from collector.ingest.capture import apply_policy
 from collector.ingest.normalize import Extract, extract
-from collector.ingest.redaction_budget import DEFAULT_CPU_S, record_budget
+from collector.ingest.redaction_budget import (
+    DEFAULT_CPU_S,
+    DEFAULT_RECORD_CPU_S,
+    RecordBudget,
+    record_budget,
+)
 from collector.store.schema import SpanData
 
 log = logging.getLogger(__name__)
@@ -39,29 +44,45 @@ def prepare(
     *,
     tenant: str | None = None,
     redaction_cpu_s: float = DEFAULT_CPU_S,
+    redaction_cpu_s_per_record: float = DEFAULT_RECORD_CPU_S,
 ) -> tuple[list[Item], list[str]]:
     """Apply the tenant's content policy, then extract every span; a span whose
     normalisation fails is returned as an error message instead. ``tenant``: the items'
     tenant override (:attr:`Item.tenant`).
 
-    Redaction is bounded per span (:mod:`collector.ingest.redaction_budget`): each text is
-    truncated to ``max_text_chars`` before it is scanned, and a span's texts share
-    ``redaction_cpu_s`` CPU seconds; text past either bound is replaced by a marker."""
+    Redaction is bounded (:mod:`collector.ingest.redaction_budget`): each text is truncated
+    to ``max_text_chars`` before it is scanned, a span's texts share ``redaction_cpu_s`` CPU
+    seconds, and all spans of ``spans`` (one spooled record or direct request) share
+    ``redaction_cpu_s_per_record``; text past a bound is replaced by a marker.
+
+    Raises:
+        ValueError: a bound is not positive.
+    """
     items: list[Item] = []
     errors: list[str] = []
-    with record_budget(max_text_chars, redaction_cpu_s) as budget:
-        for s in spans:
-            try:
-                budget.restart()  # a budget per span
-                stored, redactions = apply_policy(s, capture_mode)
-                ex = extract(stored, max_text_chars=max_text_chars, redactions=redactions)
-                items.append(Item(stored, ex, tenant))
-            except Exception as exc:  # one bad span never loses its batch
-                log.warning("span %s/%s could not be normalised: %r", s.trace_id, s.span_id, exc)
-                errors.append(
-                    f"span {s.span_id} of trace {s.trace_id} could not be normalised: {exc}"
-                )
+    with record_budget(max_text_chars, redaction_cpu_s, redaction_cpu_s_per_record) as budget:
+        _prepare_into(spans, capture_mode, tenant, budget, items, errors)
     return items, errors
+
+
+def _prepare_into(
+    spans: Sequence[SpanData],
+    capture_mode: str,
+    tenant: str | None,
+    budget: RecordBudget,
+    items: list[Item],
+    errors: list[str],
+) -> None:
+    max_text_chars = budget.max_chars
+    for s in spans:
+        try:
+            budget.restart()  # a budget per span, within the batch's
+            stored, redactions = apply_policy(s, capture_mode)
+            ex = extract(stored, max_text_chars=max_text_chars, redactions=redactions)
+            items.append(Item(stored, ex, tenant))
+        except Exception as exc:  # one bad span never loses its batch
+            log.warning("span %s/%s could not be normalised: %r", s.trace_id, s.span_id, exc)
+            errors.append(f"span {s.span_id} of trace {s.trace_id} could not be normalised: {exc}")
 
 
 def prepare_by_tenant(
@@ -71,20 +92,24 @@ def prepare_by_tenant(
     tenant: str,
     tenant_of: Callable[[SpanData], str],
     capture_mode_of: Callable[[str], str],
+    redaction_cpu_s_per_record: float = DEFAULT_RECORD_CPU_S,
 ) -> tuple[list[Item], list[str]]:
     """:func:`prepare` for a request whose spans may belong to several tenants (a gateway
     key's): ``tenant_of(span)`` decides each span's tenant, whose own content policy
     (``capture_mode_of(tenant)``) applies; spans of another tenant than the request's
-    ``tenant`` carry it as their :attr:`Item.tenant`."""
+    ``tenant`` carry it as their :attr:`Item.tenant`. The request's spans share one
+    ``redaction_cpu_s_per_record``, whatever their tenants.
+
+    Raises:
+        ValueError: a bound is not positive.
+    """
     groups: dict[str, list[SpanData]] = {}
     for s in spans:
         groups.setdefault(tenant_of(s), []).append(s)
     items: list[Item] = []
     errors: list[str] = []
-    for t, group in groups.items():
-        its, errs = prepare(
-            group, max_text_chars, capture_mode_of(t), tenant=None if t == tenant else t
-        )
-        items += its
-        errors += errs
+    with record_budget(max_text_chars, DEFAULT_CPU_S, redaction_cpu_s_per_record) as budget:
+        for t, group in groups.items():
+            mode = capture_mode_of(t)
+            _prepare_into(group, mode, None if t == tenant else t, budget, items, errors)
     return items, errors

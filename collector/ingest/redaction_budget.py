@@ -16,8 +16,15 @@ What is stored when a bound is reached, never anything unscanned:
   N chars]``);
 * the budget spent: the text being redacted and every later text of the record are replaced by
   :data:`OVER_BUDGET` (``[not stored by driftline: redaction CPU budget exceeded, N chars]``).
-  The clock is read only once ``CLOCK_EVERY_CHARS`` characters were scanned in the record (and
-  between the steps of a longer text), so ordinary records never read it.
+  The clock is read only once ``CLOCK_EVERY_CHARS`` characters were scanned (counted across
+  the spans of a batch, and between the steps of a longer text), so ordinary spans rarely
+  read it.
+
+A batch (every span of one spooled record, or of one direct request) also has a budget of its
+own, ``total_cpu_s`` (``DRIFTLINE_REDACTION_CPU_S_PER_RECORD``, default
+:data:`DEFAULT_RECORD_CPU_S`): the per-span budget alone let one 9.6 MiB request of 40
+adversarial spans hold the spool processor (and every tenant behind it) for ~26 s. Once it is
+spent, every remaining text of the batch is replaced by :data:`OVER_BUDGET` whole.
 
 A record's budget is opened by :func:`record_budget` around its redaction (``prepare`` opens
 one per batch and restarts it for each span); a text redacted outside one gets a budget of its
@@ -35,6 +42,7 @@ __all__ = [
     "CLOCK_EVERY_CHARS",
     "DEFAULT_CPU_S",
     "DEFAULT_MAX_CHARS",
+    "DEFAULT_RECORD_CPU_S",
     "OVER_BUDGET",
     "TRUNCATED",
     "UNSCANNED",
@@ -50,6 +58,9 @@ DEFAULT_MAX_CHARS = 1_000_000
 #: CPU seconds of redaction per record. Ordinary spans take ~50 us; 1,000,000 characters of
 #: dense adversarial text take ~1 s, so one record cannot hold a worker for long.
 DEFAULT_CPU_S = 0.5
+#: CPU seconds of redaction for all spans of one spooled record or direct request (~4 spans of
+#: dense adversarial text; ordinary 4 MiB batches take ~0.1 s)
+DEFAULT_RECORD_CPU_S = 2.0
 #: characters scanned in a record between two reads of the CPU clock
 CLOCK_EVERY_CHARS = 16_384
 
@@ -68,29 +79,51 @@ class RecordBudget:
     Args:
         max_chars: characters of each text scanned and kept (> 0).
         cpu_s: CPU seconds for all texts of the record (> 0).
+        total_cpu_s: CPU seconds for all records until the budget is dropped, over every
+            :meth:`restart` (> 0; None: no such bound).
 
     Raises:
         ValueError: a bound is not positive.
     """
 
-    __slots__ = ("_deadline", "_unclocked", "cpu_s", "exhausted", "max_chars")
+    __slots__ = (
+        "_deadline",
+        "_total_deadline",
+        "_unclocked",
+        "cpu_s",
+        "exhausted",
+        "max_chars",
+        "spent",
+        "total_cpu_s",
+    )
 
-    def __init__(self, max_chars: int = DEFAULT_MAX_CHARS, cpu_s: float = DEFAULT_CPU_S) -> None:
+    def __init__(
+        self,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        cpu_s: float = DEFAULT_CPU_S,
+        total_cpu_s: float | None = None,
+    ) -> None:
         if max_chars <= 0:
             raise ValueError(f"max_chars must be > 0, got {max_chars!r}")
         if not cpu_s > 0:
             raise ValueError(f"cpu_s must be > 0, got {cpu_s!r}")
+        if total_cpu_s is not None and not total_cpu_s > 0:
+            raise ValueError(f"total_cpu_s must be > 0, got {total_cpu_s!r}")
         self.max_chars = max_chars
         self.cpu_s = cpu_s
+        self.total_cpu_s = total_cpu_s
         self.exhausted = False
+        #: ``total_cpu_s`` is spent: every later record is exhausted from its start
+        self.spent = False
         self._deadline: float | None = None
+        self._total_deadline: float | None = None
         self._unclocked = 0
 
     def restart(self) -> None:
-        """Start a new record under the same bounds (cheaper than a new budget per span)."""
-        self.exhausted = False
+        """Start a new record under the same bounds (cheaper than a new budget per span); the
+        characters not yet clocked and ``total_cpu_s`` carry over."""
+        self.exhausted = self.spent
         self._deadline = None
-        self._unclocked = 0
 
     def check(self) -> None:
         """Read the CPU clock (the first read starts the budget).
@@ -99,6 +132,12 @@ class RecordBudget:
             OverBudget: the budget is spent (and stays spent for the record).
         """
         now = time.thread_time()
+        if self._total_deadline is None:
+            if self.total_cpu_s is not None:
+                self._total_deadline = now + self.total_cpu_s
+        elif now > self._total_deadline:
+            self.spent = self.exhausted = True
+            raise OverBudget
         if self._deadline is None:
             self._deadline = now + self.cpu_s
         elif now > self._deadline:
@@ -141,8 +180,13 @@ class record_budget:  # a function to its callers: ``with record_budget(...):``
 
     __slots__ = ("_budget", "_token")
 
-    def __init__(self, max_chars: int = DEFAULT_MAX_CHARS, cpu_s: float = DEFAULT_CPU_S) -> None:
-        self._budget = RecordBudget(max_chars, cpu_s)
+    def __init__(
+        self,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        cpu_s: float = DEFAULT_CPU_S,
+        total_cpu_s: float | None = None,
+    ) -> None:
+        self._budget = RecordBudget(max_chars, cpu_s, total_cpu_s)
         self._token: Token[RecordBudget | None] | None = None
 
     def __enter__(self) -> RecordBudget:
