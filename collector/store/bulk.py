@@ -10,6 +10,7 @@ Column lists come from the SQLAlchemy tables, so the SQL never drifts from ``mod
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
@@ -71,6 +72,57 @@ def _pg_type(col: Any) -> str:
     return "text"
 
 
+def column_bound(col: Any) -> int | None:
+    """The most characters a text column keeps: ``info["max_chars"]`` (a ``Text`` column in an
+    index) or its varchar length; None when unbounded. The one definition of each bound is
+    the column's, in :mod:`collector.store.models`."""
+    bound = col.info.get("max_chars") or getattr(col.type, "length", None)
+    return int(bound) if bound else None
+
+
+@functools.cache
+def text_bounds(table: Table, indexed_only: bool) -> tuple[tuple[int, int, str], ...]:
+    """``(column position, max characters, cut marker)`` of ``table``'s bounded text columns;
+    with ``indexed_only``, only those in an index or the primary key.
+
+    Every store cuts the indexed ones (a btree row over 2,704 bytes fails a PostgreSQL COPY
+    and with it every span of the batch; SQLite cuts the same, so both stores keep the same
+    value); PostgreSQL also cuts the other varchar(n) columns, which it would refuse."""
+    indexed = {c.name for ix in table.indexes for c in ix.columns}
+    indexed |= {c.name for c in table.primary_key.columns}
+    out = []
+    for i, col in enumerate(table.columns):
+        if _pg_type(col) != "text" or (bound := column_bound(col)) is None:
+            continue
+        if indexed_only and col.name not in indexed:
+            continue
+        out.append((i, bound, str(col.info.get("cut_marker", ""))))
+    return tuple(out)
+
+
+def cut(value: Any, bound: int, marker: str = "") -> Any:
+    """``value`` cut to ``bound`` characters, the last of them ``marker`` when one is given;
+    anything that is not a str that long is returned as it is."""
+    if not isinstance(value, str) or len(value) <= bound:
+        return value
+    return value[: bound - len(marker)] + marker
+
+
+def _bounded(
+    rows: Sequence[Sequence[Any]], bounds: tuple[tuple[int, int, str], ...]
+) -> Sequence[Sequence[Any]]:
+    """``rows`` with every value of ``bounds``' columns cut (rows within bounds unchanged)."""
+    out: list[Sequence[Any]] | None = None
+    for k, row in enumerate(rows):
+        if any(isinstance(row[i], str) and len(row[i]) > n for i, n, _ in bounds):
+            r = list(row)
+            for i, n, mark in bounds:
+                r[i] = cut(r[i], n, mark)
+            out = out if out is not None else list(rows)
+            out[k] = tuple(r)
+    return rows if out is None else out
+
+
 def upsert(conn: Connection, table: Table, rows: Sequence[Sequence[Any]]) -> None:
     """Insert ``rows`` (tuples in ``table.columns`` order) or update them on key conflict.
 
@@ -85,9 +137,10 @@ def upsert(conn: Connection, table: Table, rows: Sequence[Sequence[Any]]) -> Non
     updates = ", ".join(f"{n} = excluded.{n}" for n in names if n not in keys)
     col_list = ", ".join(names)
     json_idx = [i for i, c in enumerate(cols) if _is_json(c)]
-    if conn.dialect.name == "postgresql":
+    if conn.dialect.name == "postgresql":  # cuts every bounded column itself
         _pg_copy_upsert(conn, table, rows, names, keys, updates, json_idx, cols)
         return
+    rows = _bounded(rows, text_bounds(table, True))
     conflict = f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}"
     values = f"VALUES ({', '.join('?' * len(names))})"
     if json_idx:
@@ -133,10 +186,11 @@ def _pg_copy_upsert(
     stage = f"_stage_{table.name}"
     col_list = ", ".join(names)
     text_idx = [i for i, c in enumerate(cols) if _pg_type(c) == "text"]
-    # PostgreSQL refuses a value longer than its varchar(n) and fails the whole COPY (every
-    # span of the batch): such a value (a user or session id, a model name of 300 characters)
-    # is cut to n characters; SQLite ignores n and keeps it whole
-    limits = {i: n for i in text_idx if (n := getattr(cols[i].type, "length", None))}
+    # PostgreSQL refuses a value longer than its varchar(n), or a btree index row over 2,704
+    # bytes, and fails the whole COPY (every span of the batch): such a value (a user or
+    # session id, a model name of 300 characters, a 6,000-character service name) is cut to
+    # its bound (text_bounds); SQLite cuts only the indexed ones and keeps the others whole
+    limits = {i: (n, mark) for i, n, mark in text_bounds(table, False)}
     with raw.cursor() as cur:  # type: ignore[union-attr]
         cur.execute(
             f"CREATE TEMP TABLE IF NOT EXISTS {stage} "
@@ -154,8 +208,8 @@ def _pg_copy_upsert(
                     if isinstance(v, str):
                         if "\x00" in v:
                             v = v.replace("\x00", "\ufffd")
-                        if i in limits and len(v) > limits[i]:
-                            v = v[: limits[i]]
+                        if i in limits:
+                            v = cut(v, *limits[i])
                         r[i] = v
                 cp.write_row(r)
         cur.execute(

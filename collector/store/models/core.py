@@ -16,6 +16,13 @@ from sqlalchemy.orm import Mapped, mapped_column
 from collector.store.models.base import Base, _utcnow
 from collector.store.types import JSONType, UTCDateTime
 
+#: the most characters of ``llm_calls.service_name`` kept (it is in a btree index, whose rows
+#: PostgreSQL caps at 2,704 bytes: a 6,000-character name failed the whole batch). A longer
+#: name is cut to this many characters, the last being :data:`CUT_MARKER`, on every store.
+SERVICE_NAME_MAX_CHARS = 256
+#: the character that ends a value cut to its column's bound (``info["cut_marker"]``)
+CUT_MARKER = "\u2026"
+
 
 class Span(Base):
     """Every span received, LLM or not, with its raw attributes (idempotent on the key)."""
@@ -63,7 +70,10 @@ class LLMCall(Base):
     call_id: Mapped[str] = mapped_column(String(512))
     parent_span_id: Mapped[str | None] = mapped_column(String(16))
     engine_span_id: Mapped[str | None] = mapped_column(String(16))
-    service_name: Mapped[str | None] = mapped_column(Text)
+    # Text (no DDL length, so no migration): bounded by the writer, collector/store/bulk.py
+    service_name: Mapped[str | None] = mapped_column(
+        Text, info={"max_chars": SERVICE_NAME_MAX_CHARS, "cut_marker": CUT_MARKER}
+    )
     operation: Mapped[str | None] = mapped_column(String(64))
     provider: Mapped[str | None] = mapped_column(String(128))
     request_model: Mapped[str | None] = mapped_column(Text)
