@@ -16,6 +16,7 @@ Two signs, each with its setting:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from collector.spool.quarantine import JournalFollower
@@ -29,21 +30,33 @@ class _Spool(Protocol):
 
 
 class StallWatch:
-    """Seconds since the spool's committed offset last moved while records were pending."""
+    """Seconds the spool's committed offset has stayed where it is while records were pending.
 
-    def __init__(self, spool: _Spool) -> None:
+    The clock starts at the first call that sees records pending at the current offset: after
+    a call that saw nothing pending (an idle spool), or one that saw the offset elsewhere. So
+    one probe after a long idle period, a request just arrived, reads 0, not the idle time
+    (the old clock ran from the previous call). A real stall is reported at most one probe
+    interval late.
+
+    Args:
+        clock: monotonic seconds (``time.monotonic``; a test passes its own).
+    """
+
+    def __init__(self, spool: _Spool, clock: Callable[[], float] = time.monotonic) -> None:
         self.spool = spool
+        self.clock = clock
         self._offset: int | None = None
-        self._since = time.monotonic()
+        self._pending = False
+        self._since = clock()
 
     def stalled_s(self) -> float:
-        """0 when nothing is pending or the offset moved since the last call; else the seconds
-        since it was first seen where it is (the first call after a start counts from then)."""
+        """0 when nothing is pending, or when the offset moved or nothing was pending at the
+        last call; else the seconds since the first call that saw records pending here."""
         pending = self.spool.unprocessed_bytes  # re-reads the committed offset when external
         committed = self.spool.committed
-        now = time.monotonic()
-        if pending <= 0 or committed != self._offset:
-            self._offset, self._since = committed, now
+        now = self.clock()
+        if pending <= 0 or committed != self._offset or not self._pending:
+            self._offset, self._since, self._pending = committed, now, pending > 0
             return 0.0
         return now - self._since
 
