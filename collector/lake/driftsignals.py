@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from collector.store.schema import CALL_COLUMNS
+
 SignalKind = Literal["numeric", "categorical", "rate", "embedding"]
 Source = Literal["call", "feature", "votes", "judge", "sampled", "embedded"]
 _KINDS = ("numeric", "categorical", "rate", "embedding")
@@ -179,10 +181,14 @@ def register(signal: DriftSignal) -> DriftSignal:
     """Add ``signal`` (tested after those registered before it) and return it.
 
     Raises:
-        ValueError: a signal of that name is registered already, or a ``feature`` signal is
-            registered after import (the sealed files' feature columns and their digest are
-            fixed when the lake's layout is imported).
+        ValueError: a signal of that name is registered already, it reads a column that is
+            not an ``llm_calls`` column, or a ``feature`` signal is registered after import
+            (the sealed files' feature columns and their digest are fixed when the lake's
+            layout is imported).
     """
+    unknown = [c for c in signal.reads if c not in CALL_COLUMNS or c == "tenant"]
+    if unknown:
+        raise ValueError(f"{signal.name}: reads {unknown}, not llm_calls columns")
     if signal.source == "feature" and _FROZEN_FEATURES:
         raise ValueError(f"{signal.name}: feature signals are fixed at import (lake layout)")
     with _LOCK:

@@ -143,7 +143,11 @@ def test_a_malformed_entry_is_refused_naming_what_is_wrong(
 
 def test_a_name_registers_once_and_features_are_fixed_at_import() -> None:
     with pytest.raises(ValueError, match="registered already"):
-        driftsignals.register(NEW[0].__class__("ttft_s", "numeric", "t", reads=("x",), sql="c.x"))
+        driftsignals.register(DriftSignal("ttft_s", "numeric", "t", reads=("ttft_s",), sql="x"))
+    for cols in (("nope",), ("tenant",)):  # a typo, or another tenant's name: refused
+        bad = DriftSignal("misread", "numeric", "t", reads=cols, sql=f"c.{cols[0]}")
+        with pytest.raises(ValueError, match="not llm_calls columns"):
+            driftsignals.register(bad)
     late = DriftSignal("shouting", "rate", "rate", source="feature", feature=lambda c: c)
     with pytest.raises(ValueError, match="fixed at import"):
         driftsignals.register(late)
