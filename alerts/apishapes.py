@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from alerts import outbox
 from alerts.grouping import MatchOp, Silence
-from alerts.receivers import Receiver, ReceiverKind
+from alerts.receivers import RECEIVER_MAX_TIMEOUT_S, Receiver, ReceiverKind
 from alerts.state import AlertState
 
 
@@ -58,7 +58,7 @@ class ReceiverBody(BaseModel):
     send_resolved: bool = True
     routing_key: str | None = None
     max_alerts: int = Field(default=0, ge=0)
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(default=None, gt=0, le=RECEIVER_MAX_TIMEOUT_S)
     headers: dict[str, str] = Field(default_factory=dict)
     secret: str | None = None
     signed: bool = True

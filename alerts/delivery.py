@@ -6,6 +6,13 @@ and ``webhook-signature`` (Standard Webhooks). Outcomes and backoff follow
 :mod:`collector.retry`. Time and sleeping are injected (``clock`` / ``sleep``) so tests of
 hour-long outages run in milliseconds; only the HTTP timeout runs on the real clock.
 
+Deadline: one attempt (connect, send and the whole answer) ends within the receiver's
+``timeout_s`` (at most :data:`alerts.receivers.RECEIVER_MAX_TIMEOUT_S`), however slowly the
+receiver trickles (:func:`collector.egress.deadline`, enforced by the worker's egress client);
+any exception of one attempt is a failed attempt, never a stuck notification. The background
+job does not wait for slow attempts (:meth:`DeliveryWorker.run_once` with ``wait_s``): a slow
+receiver holds one pool thread and its own notification's lease, never other receivers'.
+
 Egress: the worker's HTTP client connects only where its :class:`collector.egress.EgressPolicy`
 allows (public addresses, plus ``DRIFTLINE_EGRESS_ALLOW``), checked on the resolved address at
 connect time; a denied address is a permanent failure (retrying would not help), redirects are
@@ -29,11 +36,12 @@ Metrics (in the ``registry`` passed in):
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import httpx
@@ -42,7 +50,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy import Engine
 
 from alerts import outbox
-from alerts.receivers import Receiver, ReceiverDirectory
+from alerts.receivers import RECEIVER_MAX_TIMEOUT_S, Receiver, ReceiverDirectory
 from alerts.signing import signature_headers
 from collector import egress
 from collector.retry import (
@@ -81,10 +89,15 @@ def send_once(
 ) -> AttemptResult:
     """POST ``body`` to ``receiver`` once, signed at ``now`` (unix seconds).
 
-    Never raises for network errors (a retryable result) or a destination the client's egress
-    policy denies (a permanent result: :class:`collector.egress.EgressDenied`). Redirects are
-    not followed. Of a failed response's body at most :data:`MAX_ERROR_BODY_BYTES` are read
-    (NULs dropped: PostgreSQL text cannot hold them) into ``error``.
+    The attempt's total deadline is ``receiver.timeout_s or timeout_s`` seconds, cut to
+    :data:`RECEIVER_MAX_TIMEOUT_S` (enforced by a :func:`collector.egress.client`; another
+    client gets it as httpx's per-operation timeout only).
+
+    Never raises: a destination the client's egress policy denies is a permanent result
+    (:class:`collector.egress.EgressDenied`); network errors, the deadline and any other
+    exception are a retryable result naming the error type. Redirects are not followed. Of a
+    failed response's body at most :data:`MAX_ERROR_BODY_BYTES` are read (NULs dropped:
+    PostgreSQL text cannot hold them) into ``error``.
     """
     headers = {
         "content-type": "application/json",
@@ -95,15 +108,19 @@ def send_once(
     }
     secrets = receiver.signing_secrets(now)
     headers.update(signature_headers(secrets, msg_id, int(now), body))
+    limit = min(receiver.timeout_s or timeout_s, RECEIVER_MAX_TIMEOUT_S)
     try:
-        with client.stream(
-            "POST",
-            receiver.url,
-            content=body,
-            headers=headers,
-            timeout=httpx.Timeout(receiver.timeout_s or timeout_s),
-            follow_redirects=False,
-        ) as resp:
+        with (
+            egress.deadline(limit),
+            client.stream(
+                "POST",
+                receiver.url,
+                content=body,
+                headers=headers,
+                timeout=httpx.Timeout(limit),
+                follow_redirects=False,
+            ) as resp,
+        ):
             outcome = classify(resp.status_code)
             error = None
             if outcome is not Outcome.DELIVERED:
@@ -114,6 +131,9 @@ def send_once(
         return AttemptResult(Outcome.RETRY, None, f"timeout: {type(exc).__name__}", None)
     except httpx.TransportError as exc:
         return AttemptResult(Outcome.RETRY, None, f"{type(exc).__name__}: {exc}", None)
+    except Exception as exc:  # one odd attempt is a failed attempt, never a stuck notification
+        log.warning("attempt of %s to %s failed: %r", msg_id, receiver.name, exc)
+        return AttemptResult(Outcome.RETRY, None, f"error: {type(exc).__name__}", None)
     return AttemptResult(
         outcome, resp.status_code, error, parse_retry_after(resp.headers.get("retry-after"), now)
     )
@@ -164,7 +184,7 @@ class DeliveryWorker:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         batch_size: int = 32,
-        concurrency: int = 4,
+        concurrency: int = 16,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -208,25 +228,34 @@ class DeliveryWorker:
 
     @property
     def lease_s(self) -> float:
-        """How long a claimed row stays hidden: one timed-out attempt plus a margin."""
-        return self.policy.request_timeout_s + 30.0
+        """How long a claimed row stays hidden: the longest attempt (its total deadline, at
+        most :data:`RECEIVER_MAX_TIMEOUT_S`) plus a margin, so it is never claimed twice."""
+        return max(self.policy.request_timeout_s, RECEIVER_MAX_TIMEOUT_S) + 30.0
 
-    def run_once(self) -> int:
-        """Attempt every notification due now (one batch); returns the number of attempts.
+    def run_once(self, *, wait_s: float | None = None) -> int:
+        """Attempt every notification due now (one batch); returns the attempts finished.
 
+        ``wait_s``: None waits for every attempt of the batch (each ends by its deadline);
+        a number waits at most that many seconds, and the attempts still running finish in
+        the background (their rows stay leased, so no later round claims them again) — the
+        background job's way, so one slow receiver never holds up other receivers' rounds.
         Never raises for one bad notification: it is logged with its id and counted.
         """
         now = self.clock()
         items = outbox.claim_due(self.engine, now, limit=self.batch_size, lease_s=self.lease_s)
-        futures = [self._pool.submit(self._deliver, item) for item in items]
-        done = 0
-        for item, fut in zip(items, futures, strict=True):
-            try:
-                done += fut.result()
-            except Exception:
-                log.exception("alert delivery of %s/%s crashed", item.tenant, item.id)
+        futures = {self._pool.submit(self._deliver, item): item for item in items}
+        for fut, item in futures.items():
+            fut.add_done_callback(functools.partial(self._crashed, item))
+        finished, _ = wait(futures, timeout=wait_s)
+        done = sum(f.result() for f in finished if f.exception() is None)
         self.refresh_gauges()
         return done
+
+    @staticmethod
+    def _crashed(item: outbox.OutboxItem, fut: Future[int]) -> None:
+        exc = fut.exception()
+        if exc is not None:
+            log.error("alert delivery of %s/%s crashed", item.tenant, item.id, exc_info=exc)
 
     def refresh_gauges(self) -> None:
         """Set the outbox gauge from the table (every status, 0 when absent)."""
@@ -251,7 +280,7 @@ class DeliveryWorker:
         """Background loop: deliver due notifications until ``stop`` is set."""
         while not stop.is_set():
             try:
-                self.run_once()
+                self.run_once(wait_s=poll_s)
             except Exception:
                 log.exception("alert delivery round failed; retrying in %.1f s", poll_s)
             stop.wait(poll_s)

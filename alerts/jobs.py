@@ -227,7 +227,7 @@ def jobs(
     def deliver(ctx: JobContext) -> None:
         _, p = setup(ctx)
         worker: DeliveryWorker = p["worker"]
-        worker.run_once()
+        worker.run_once(wait_s=alert_settings.delivery_poll_s)  # slow receivers finish later
 
     return [
         Job("alerts.evaluate", alert_settings.eval_interval_s, evaluate),

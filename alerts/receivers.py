@@ -62,10 +62,16 @@ def allowed_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in FORBIDDEN_HEADERS}
 
 
+#: the longest per-attempt deadline a receiver may set (seconds; connect, send and the whole
+#: answer together): a worker thread and the notification's lease are held that long
+RECEIVER_MAX_TIMEOUT_S = 60.0
+
+
 class Receiver(BaseModel):
     """One notification endpoint of a tenant.
 
-    ``timeout_s``: per-attempt HTTP timeout (seconds; None = the worker's default).
+    ``timeout_s``: per-attempt total deadline (seconds, 0 < t <= :data:`RECEIVER_MAX_TIMEOUT_S`;
+    None = the worker's default).
     ``max_alerts``: alerts per message (0 = unlimited). ``headers``: extra HTTP headers.
     ``previous_secret`` is still signed with until ``previous_secret_until`` (unix seconds)
     after a rotation, so receivers can switch keys without dropping deliveries (Standard
@@ -84,7 +90,7 @@ class Receiver(BaseModel):
     routing_key: SecretStr | None = None
     send_resolved: bool = True
     max_alerts: int = Field(default=0, ge=0)
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(default=None, gt=0, le=RECEIVER_MAX_TIMEOUT_S)
     headers: dict[str, str] = Field(default_factory=dict, max_length=32)
 
     @field_validator("url")
@@ -173,7 +179,12 @@ class AlertSettings(BaseSettings):
     )
     max_attempts: int = Field(default=8, ge=1, description="Delivery attempts before failing.")
     max_age_s: float = Field(default=900.0, gt=0, description="Give up this long after enqueue.")
-    timeout_s: float = Field(default=10.0, gt=0, description="Per-attempt HTTP timeout.")
+    timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=RECEIVER_MAX_TIMEOUT_S,
+        description="Per-attempt total deadline (connect, send, whole answer), at most 60 s.",
+    )
     base_delay_s: float = Field(default=1.0, gt=0, description="First retry delay.")
     max_delay_s: float = Field(default=300.0, gt=0, description="Longest backoff delay.")
     enabled: bool = Field(default=True, description="Run the evaluation and delivery jobs.")

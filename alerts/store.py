@@ -8,15 +8,22 @@ Times cross this boundary as unix seconds and are stored as UTC timestamps.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from alerts.grouping import GroupState, Matcher, Silence
 from alerts.outbox import to_dt, to_ts
-from alerts.receivers import Receiver, StaticReceivers, allowed_headers
+from alerts.receivers import (
+    RECEIVER_MAX_TIMEOUT_S,
+    Receiver,
+    StaticReceivers,
+    allowed_headers,
+)
 from alerts.rules import EventRule, ThresholdRule, parse_rule
 from alerts.state import AlertState, AlertStatus, acknowledge
 from collector.errors import NotFoundError
@@ -258,6 +265,15 @@ def save_receiver(session: Session, r: Receiver, *, now: float) -> None:
     row.updated_at = to_dt(now)
 
 
+def _stored_timeout(value: Any) -> float | None:
+    """A stored ``timeout_s`` cut to (0, RECEIVER_MAX_TIMEOUT_S] (rows written before the bound
+    may hold 1e300); anything else is None (the worker's default)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    t = float(value)
+    return min(t, RECEIVER_MAX_TIMEOUT_S) if math.isfinite(t) and t > 0 else None
+
+
 def receiver_of_row(row: AlertReceiver) -> Receiver:
     """The :class:`Receiver` stored in one ``alert_receivers`` row."""
     cfg = row.config or {}
@@ -273,7 +289,7 @@ def receiver_of_row(row: AlertReceiver) -> Receiver:
             "send_resolved": row.send_resolved,
             "routing_key": cfg.get("routing_key"),
             "max_alerts": cfg.get("max_alerts", 0),
-            "timeout_s": cfg.get("timeout_s"),
+            "timeout_s": _stored_timeout(cfg.get("timeout_s")),
             "headers": allowed_headers(cfg.get("headers") or {}),
         }
     )

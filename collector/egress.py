@@ -17,13 +17,21 @@ certificate for the name), so a name that resolves to a public address when conf
 ``127.0.0.1`` when used (DNS rebinding) is refused. :meth:`EgressPolicy.check_url` is the
 early, friendlier check at configuration time. Redirects are never followed and proxies from
 the environment are ignored (a proxy would fetch the address for us).
+
+A request of such a client made inside :func:`deadline` has a total time limit: connect, send
+and every read of the answer share it (httpx's own timeouts are per operation, so a server
+trickling one byte a second would otherwise hold a request for ever).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ipaddress
+import math
 import socket
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,8 +45,34 @@ from collector.errors import CollectorError
 ENV_VAR = "DRIFTLINE_EGRESS_ALLOW"
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-#: IPv6 ranges whose last 32 bits are an IPv4 address: IPv4-compatible (deprecated) and NAT64
-_EMBEDS_V4 = (ipaddress.IPv6Network("::/96"), ipaddress.IPv6Network("64:ff9b::/96"))
+#: IPv6 ranges whose last 32 bits are an IPv4 address: IPv4-compatible (deprecated), NAT64
+#: well-known prefix (RFC 6052) and NAT64 local-use prefix (RFC 8215, in its /96 form)
+_EMBEDS_V4 = tuple(ipaddress.IPv6Network(n) for n in ("::/96", "64:ff9b::/96", "64:ff9b:1::/48"))
+#: IPv6 ranges that are not globally reachable, from the IANA IPv6 Special-Purpose Address
+#: Registry (https://www.iana.org/assignments/iana-ipv6-special-registry), written out here
+#: because :attr:`ipaddress.IPv6Address.is_global` varies with the Python version (3.11.7
+#: calls 64:ff9b:1::/48, 3fff::/20 and 5f00::/16 global). Deprecated ranges (site-local
+#: fec0::/10, ORCHID) and every registry entry whose reachability is "False" or "N/A" are in;
+#: those that embed an IPv4 address (mapped, 6to4, Teredo, NAT64 well-known) are judged by it.
+_NOT_GLOBAL_V6 = tuple(
+    ipaddress.IPv6Network(n)
+    for n in (
+        "::/128",  # unspecified
+        "::1/128",  # loopback
+        "64:ff9b:1::/48",  # NAT64 local use (RFC 8215)
+        "100::/64",  # discard-only (RFC 6666)
+        "100:0:0:1::/64",  # dummy prefix (RFC 9780)
+        "2001:2::/48",  # benchmarking (RFC 5180)
+        "2001:10::/28",  # ORCHID, deprecated (RFC 4843)
+        "2001:db8::/32",  # documentation (RFC 3849)
+        "3fff::/20",  # documentation (RFC 9637)
+        "5f00::/16",  # segment routing SIDs (RFC 9602)
+        "fc00::/7",  # unique local (RFC 4193)
+        "fe80::/10",  # link-local (RFC 4291)
+        "fec0::/10",  # site-local, deprecated (RFC 3879)
+        "ff00::/8",  # multicast
+    )
+)
 
 
 class EgressDenied(CollectorError):
@@ -71,7 +105,11 @@ def _unmapped(ip: IPAddress) -> IPAddress:
 def is_public(ip: IPAddress) -> bool:
     """True for a globally routable unicast address (not loopback, private, link-local
     (cloud metadata), shared (100.64/10), multicast, reserved or unspecified); an IPv6
-    address embedding an IPv4 one is judged by that address."""
+    address must be outside every not-globally-reachable range of the IANA registry
+    (:data:`_NOT_GLOBAL_V6`, e.g. the NAT64 local-use 64:ff9b:1::/48), and one embedding an
+    IPv4 address (mapped, 6to4, Teredo, NAT64) is public only when that address is."""
+    if isinstance(ip, ipaddress.IPv6Address) and any(ip in net for net in _NOT_GLOBAL_V6):
+        return False
     ip = _unmapped(ip)
     return ip.is_global and not ip.is_multicast
 
@@ -229,6 +267,72 @@ def _split_host_port(entry: str) -> tuple[str, int | None]:
     return host, int(port_text)
 
 
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "driftline_egress_deadline", default=None
+)
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Give the :func:`client` requests made in this block (this thread or task) a total time
+    limit of ``seconds`` from now, on the monotonic clock: past it, a connect raises
+    :class:`httpx.ConnectTimeout`, a send :class:`httpx.WriteTimeout` and a read
+    :class:`httpx.ReadTimeout`, however slowly the server trickles.
+
+    Raises:
+        ValueError: ``seconds`` is not a finite number > 0.
+    """
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"deadline seconds must be finite and > 0, got {seconds!r}")
+    token = _DEADLINE.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _within(timeout: float | None, exc: type[Exception]) -> float | None:
+    """``timeout`` cut to what is left of the current :func:`deadline` (raises ``exc`` when
+    nothing is left)."""
+    end = _DEADLINE.get()
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        raise exc("the request's total deadline has passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose reads and writes end by the current :func:`deadline`."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _within(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _within(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        tls = self._inner.start_tls(
+            ssl_context, server_hostname, _within(timeout, httpcore.ConnectTimeout)
+        )
+        return _DeadlineStream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
 class _CheckedBackend(httpcore.NetworkBackend):
     """httpcore's sync network backend, connecting only to addresses the policy allows."""
 
@@ -251,7 +355,9 @@ class _CheckedBackend(httpcore.NetworkBackend):
         last: Exception | None = None
         for addr in addresses:  # the checked addresses, never a second lookup
             try:
-                return self._inner.connect_tcp(addr, port, timeout, local_address, socket_options)
+                limit = _within(timeout, httpcore.ConnectTimeout)
+                stream = self._inner.connect_tcp(addr, port, limit, local_address, socket_options)
+                return _DeadlineStream(stream)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 last = exc
         assert last is not None

@@ -73,6 +73,12 @@ class Settings(BaseSettings):
         gt=0,
         description="Captured input/output text longer than this is truncated with a marker.",
     )
+    redaction_cpu_s_per_record: float = Field(
+        2.0,
+        gt=0,
+        description="CPU seconds of redaction for all spans of one request (spooled record); "
+        "texts past it are replaced whole by a marker, never stored unscanned.",
+    )
     capture_content: Literal["none", "redacted", "full"] = Field(
         "redacted",
         description="Content capture of tenants without a policy of their own: none | "

@@ -107,6 +107,7 @@ def _spool(
             joiner=joiner,
             capture_mode=capture.mode,
             max_text_chars=settings.max_text_chars,
+            redaction_cpu_s_per_record=settings.redaction_cpu_s_per_record,
             keep_s=settings.spool_keep_s,
             batch_bytes=settings.spool_batch_bytes,
         )
@@ -171,7 +172,15 @@ async def start_components(settings: Settings, stack: AsyncExitStack) -> AppStat
         if settings.spool_enabled
         else (None, None)
     )
-    sink = make_sink(spool, writer, joiner, metrics, capture, settings.max_text_chars)
+    sink = make_sink(
+        spool,
+        writer,
+        joiner,
+        metrics,
+        capture,
+        settings.max_text_chars,
+        settings.redaction_cpu_s_per_record,
+    )
     state = AppState(
         settings, engine, prices, writer, metrics, keys, capture, joiner, RuntimeSlot(), sink
     )

@@ -115,6 +115,7 @@ def run_processor(
             joiner=joiner,
             capture_mode=capture.mode,
             max_text_chars=settings.max_text_chars,
+            redaction_cpu_s_per_record=settings.redaction_cpu_s_per_record,
             keep_s=settings.spool_keep_s,
             prepare_workers=settings.spool_prepare_workers,
             batch_bytes=settings.spool_batch_bytes,
