@@ -16,6 +16,7 @@ from collector.ingest.decode import DecodedBatch
 from collector.ingest.log_join import LogJoiner
 from collector.ingest.logs import LogBatch
 from collector.ingest.prepare import prepare, prepare_by_tenant
+from collector.ingest.redaction_budget import DEFAULT_RECORD_CPU_S
 from collector.ingest.writer import BatchWriter
 from collector.store.schema import SpanData
 from collector.telemetry.metrics import IngestMetrics
@@ -50,6 +51,7 @@ def submit(
     capture_mode: str = "full",
     tenant_of: Callable[[SpanData], str] | None = None,
     capture_mode_of: Callable[[str], str] | None = None,
+    redaction_cpu_s_per_record: float = DEFAULT_RECORD_CPU_S,
 ) -> Pending:
     """Normalise and queue a decoded batch.
 
@@ -60,7 +62,12 @@ def submit(
         QueueFullError: the write queue is full (answer 503 / UNAVAILABLE).
     """
     if tenant_of is None:
-        items, errors = prepare(batch.spans, max_text_chars, capture_mode)
+        items, errors = prepare(
+            batch.spans,
+            max_text_chars,
+            capture_mode,
+            redaction_cpu_s_per_record=redaction_cpu_s_per_record,
+        )
     else:
         items, errors = prepare_by_tenant(
             batch.spans,
@@ -68,6 +75,7 @@ def submit(
             tenant=tenant,
             tenant_of=tenant_of,
             capture_mode_of=capture_mode_of or (lambda _t: capture_mode),
+            redaction_cpu_s_per_record=redaction_cpu_s_per_record,
         )
     for msg in errors:
         batch.reject(1, msg)

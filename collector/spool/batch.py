@@ -10,6 +10,7 @@ from collector.ingest import decode as codec
 from collector.ingest.log_join import LogJoiner
 from collector.ingest.logs import decode_logs
 from collector.ingest.prepare import Item
+from collector.ingest.redaction_budget import DEFAULT_RECORD_CPU_S
 from collector.ingest.writer import BatchWriter
 from collector.spool.log import Record
 from collector.spool.prepared import Prepared, _is_logs, _trace_jobs, media_of, prepare_traces
@@ -33,6 +34,7 @@ def process(
     capture_mode: Callable[[str], str],
     max_text_chars: int,
     prepared: Prepared | None = None,
+    redaction_cpu_s_per_record: float = DEFAULT_RECORD_CPU_S,
     on_bad: OnBad = _log_bad,
 ) -> tuple[list[Future[int]], int]:
     """Queue the writes of ``records``; returns their futures and the number of spans.
@@ -51,7 +53,8 @@ def process(
         futures fail the same ways.
     """
     if prepared is None:
-        prepared = prepare_traces(_trace_jobs(records, capture_mode), max_text_chars)
+        jobs = _trace_jobs(records, capture_mode)
+        prepared = prepare_traces(jobs, max_text_chars, redaction_cpu_s_per_record)
     else:  # prepared in another process: its normalisation warnings are logged here
         for p in prepared:
             for msg in () if isinstance(p, str) else p[1]:

@@ -20,6 +20,7 @@ from typing import Any
 from collector.ingest import decode as codec
 from collector.ingest.normalize import Extract
 from collector.ingest.prepare import Item, prepare
+from collector.ingest.redaction_budget import DEFAULT_RECORD_CPU_S
 from collector.spool.log import LOGS_JSON, LOGS_PROTOBUF, TRACES_JSON, Record
 from collector.store.schema import SpanData
 
@@ -32,9 +33,14 @@ def media_of(kind: int) -> str:
 Prepared = list[tuple[list[Item], list[str]] | str]
 
 
-def prepare_traces(records: Sequence[tuple[int, int, bytes, str]], max_text_chars: int) -> Prepared:
+def prepare_traces(
+    records: Sequence[tuple[int, int, bytes, str]],
+    max_text_chars: int,
+    redaction_cpu_s_per_record: float = DEFAULT_RECORD_CPU_S,
+) -> Prepared:
     """Decode and prepare the trace records ``(kind, end offset, body, capture mode)``: per
-    record its items and normalisation errors (:func:`~collector.ingest.prepare.prepare`), or
+    record its items and normalisation errors (:func:`~collector.ingest.prepare.prepare`, the
+    record's spans sharing ``redaction_cpu_s_per_record`` CPU seconds of redaction), or
     the decode error of a record that cannot be decoded (validated on receipt: only a corrupt
     disk gets here). Pure CPU work without the store, so that it can run in a process of its
     own (``prepare_workers`` of :class:`SpoolProcessor`); the result comes back pickled."""
@@ -45,7 +51,14 @@ def prepare_traces(records: Sequence[tuple[int, int, bytes, str]], max_text_char
         except codec.DecodeError as exc:
             out.append(f"spool record at {end} could not be decoded, skipped: {exc}")
             continue
-        out.append(prepare(decoded.spans, max_text_chars, mode))
+        out.append(
+            prepare(
+                decoded.spans,
+                max_text_chars,
+                mode,
+                redaction_cpu_s_per_record=redaction_cpu_s_per_record,
+            )
+        )
     return out
 
 
@@ -85,7 +98,9 @@ def compact(prepared: Prepared) -> CompactPrepared:
 
 
 def prepare_traces_compact(
-    records: Sequence[tuple[int, int, bytes, str]], max_text_chars: int
+    records: Sequence[tuple[int, int, bytes, str]],
+    max_text_chars: int,
+    redaction_cpu_s_per_record: float = DEFAULT_RECORD_CPU_S,
 ) -> CompactPrepared:
     """:func:`prepare_traces` in :func:`compact` form: what the prepare worker returns, rebuilt
     by :func:`expand` in the processor.
@@ -97,7 +112,7 @@ def prepare_traces_compact(
     spans): worker 30 -> 21 us per span (tuples 5 + pickle 16), processor 35 -> 25 us (unpickle
     14 + rebuild 11); the same pickle size (~3 KB per span).
     """
-    return compact(prepare_traces(records, max_text_chars))
+    return compact(prepare_traces(records, max_text_chars, redaction_cpu_s_per_record))
 
 
 def expand(sent: CompactPrepared) -> Prepared:
@@ -191,9 +206,15 @@ class PreparePool:
     """The processor's prepare worker processes (``workers``; 0: everything is prepared in the
     calling thread), started on :meth:`start` and stopped on :meth:`close`."""
 
-    def __init__(self, workers: int, max_text_chars: int) -> None:
+    def __init__(
+        self,
+        workers: int,
+        max_text_chars: int,
+        redaction_cpu_s_per_record: float = DEFAULT_RECORD_CPU_S,
+    ) -> None:
         self.workers = workers
         self.max_text_chars = max_text_chars
+        self.redaction_cpu_s = redaction_cpu_s_per_record
         self._pool: ProcessPoolExecutor | None = None
         self._up: Future[int] | None = None  # done once a worker runs
 
@@ -225,10 +246,12 @@ class PreparePool:
             jobs = _trace_jobs(records, capture_mode)
             self.start()
             if self._pool is not None and self._up is not None and self._up.done():
-                done = self._pool.submit(prepare_traces_compact, jobs, self.max_text_chars)
+                done = self._pool.submit(
+                    prepare_traces_compact, jobs, self.max_text_chars, self.redaction_cpu_s
+                )
                 done.add_done_callback(lambda f: _expand_into(f, fut))
                 return fut
-            fut.set_result(prepare_traces(jobs, self.max_text_chars))
+            fut.set_result(prepare_traces(jobs, self.max_text_chars, self.redaction_cpu_s))
         except Exception as exc:
             fut.set_exception(exc)
         return fut

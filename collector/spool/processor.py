@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from collector.ingest.log_join import LogJoiner
+from collector.ingest.redaction_budget import DEFAULT_RECORD_CPU_S
 from collector.ingest.writer import BatchWriter
 from collector.spool import status as status_file
 from collector.spool.batch import OnBad, process
@@ -113,12 +114,13 @@ class SpoolProcessor:
         joiner: LogJoiner | None,
         capture_mode: Callable[[str], str],
         max_text_chars: int = 1_000_000,
+        redaction_cpu_s_per_record: float = DEFAULT_RECORD_CPU_S,
         batch_bytes: int = 4 << 20,
         keep_s: float | None = None,
         prepare_workers: int = 0,
     ) -> None:
         self.spool = spool
-        self._prep = PreparePool(prepare_workers, max_text_chars)
+        self._prep = PreparePool(prepare_workers, max_text_chars, redaction_cpu_s_per_record)
         self._writer = writer
         self._joiner = joiner
         self._capture_mode = capture_mode
@@ -268,6 +270,7 @@ class SpoolProcessor:
                         joiner=self._joiner,
                         capture_mode=self._capture_mode,
                         max_text_chars=self._max_text_chars,
+                        redaction_cpu_s_per_record=self._prep.redaction_cpu_s,
                         prepared=self._await(prep),
                         on_bad=self._set_aside,
                     )
@@ -328,6 +331,7 @@ class SpoolProcessor:
                         joiner=self._joiner,
                         capture_mode=self._capture_mode,
                         max_text_chars=self._max_text_chars,
+                        redaction_cpu_s_per_record=self._prep.redaction_cpu_s,
                         on_bad=self._set_aside,
                     )
                     for fut in futures:

@@ -31,6 +31,7 @@ from collector.ingest import service
 from collector.ingest.capture import CapturePolicies
 from collector.ingest.log_join import LogJoiner
 from collector.ingest.logs import LogBatch
+from collector.ingest.redaction_budget import DEFAULT_RECORD_CPU_S
 from collector.ingest.service import IngestOutcome
 from collector.ingest.writer import BatchWriter
 from collector.spool.log import LOGS_JSON, LOGS_PROTOBUF, TRACES_JSON, TRACES_PROTOBUF, Spool
@@ -134,12 +135,14 @@ class StoreSink:
         metrics: IngestMetrics,
         capture: CapturePolicies,
         max_text_chars: int,
+        redaction_cpu_s_per_record: float = DEFAULT_RECORD_CPU_S,
     ) -> None:
         self.writer = writer
         self.joiner = joiner
         self.metrics = metrics
         self.capture = capture
         self.max_text_chars = max_text_chars
+        self.redaction_cpu_s = redaction_cpu_s_per_record
 
     def traces_inline(self, payload: Payload, caller: Caller) -> bool:
         # the redaction of one request's text may take long, and the loop serves everyone
@@ -162,6 +165,7 @@ class StoreSink:
             capture_mode=self.capture.mode(caller.tenant),
             tenant_of=caller.tenant_of,
             capture_mode_of=self.capture.mode,
+            redaction_cpu_s_per_record=self.redaction_cpu_s,
         )
         return Handed(
             pending.future,
@@ -251,8 +255,9 @@ def make_sink(
     metrics: IngestMetrics,
     capture: CapturePolicies,
     max_text_chars: int,
+    redaction_cpu_s_per_record: float = DEFAULT_RECORD_CPU_S,
 ) -> SpoolSink | StoreSink:
     """The app's sink: the spool when one is open (``DRIFTLINE_SPOOL_ENABLED``), else the
     store."""
-    direct = StoreSink(writer, joiner, metrics, capture, max_text_chars)
+    direct = StoreSink(writer, joiner, metrics, capture, max_text_chars, redaction_cpu_s_per_record)
     return direct if spool is None else SpoolSink(spool, direct)

@@ -8,15 +8,20 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import ValidationError
 
 from collector.ingest import decode as codec
-from collector.ingest.prepare import prepare, prepare_by_tenant
+from collector.ingest.prepare import Item, prepare, prepare_by_tenant
 from collector.ingest.redaction_budget import DEFAULT_CPU_S, DEFAULT_RECORD_CPU_S
+from collector.settings import Settings
+from collector.spool.log import TRACES_PROTOBUF
+from collector.spool.prepared import Prepared, expand, prepare_traces, prepare_traces_compact
 from collector.store.schema import SpanData
 
 #: the report's adversarial prompt and completion: 125,000 characters, a phone candidate each 3
@@ -26,9 +31,9 @@ MARKER = "[not stored by driftline: redaction CPU budget exceeded"
 SLACK_S = 1.0
 
 
-def chat_spans(prompts: list[str]) -> list[SpanData]:
-    """One chat span per prompt (prompt and completion both ``prompt``), exported by the OTel
-    SDK and decoded by the collector."""
+def encode_chat_request(prompts: list[str]) -> bytes:
+    """An OTLP/protobuf request of one chat span per prompt (prompt and completion both
+    ``prompt``), exported by the OTel SDK."""
     mem = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(mem))
@@ -48,8 +53,12 @@ def chat_spans(prompts: list[str]) -> list[SpanData]:
                     ),
                 }
             )
-    body = encode_spans(mem.get_finished_spans()).SerializeToString()
-    return codec.decode(body, codec.PROTOBUF).spans
+    return bytes(encode_spans(mem.get_finished_spans()).SerializeToString())
+
+
+def chat_spans(prompts: list[str]) -> list[SpanData]:
+    """:func:`encode_chat_request`'s spans decoded by the collector."""
+    return codec.decode(encode_chat_request(prompts), codec.PROTOBUF).spans
 
 
 def _in_clear(stored: str) -> bool:
@@ -113,3 +122,34 @@ def test_a_gateway_request_shares_one_budget_across_its_tenants() -> None:
     assert spent <= 0.3 + DEFAULT_CPU_S + SLACK_S, spent
     dropped = [i for i in items if MARKER in i.span.attributes["gen_ai.input.messages"]]
     assert len(dropped) >= 6
+
+
+def _items(prepared: Prepared) -> list[Item]:
+    (one,) = prepared
+    assert not isinstance(one, str), one
+    items, errors = one
+    assert not errors
+    return items
+
+
+def test_the_spool_path_passes_the_setting_down() -> None:
+    body = encode_chat_request([DENSE, "mail jane@example.com"])
+    jobs = [(TRACES_PROTOBUF, 0, body, "redacted")]
+    for prepared in (
+        prepare_traces(jobs, 10**6, 1e-9),
+        expand(prepare_traces_compact(jobs, 10**6, 1e-9)),
+    ):
+        assert all(MARKER in i.span.attributes["gen_ai.input.messages"] for i in _items(prepared))
+    items = _items(prepare_traces(jobs, 10**6))
+    assert "[EMAIL]" in items[1].span.attributes["gen_ai.input.messages"]
+
+
+def test_a_budget_that_is_not_positive_fails_at_start_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for bad in ("0", "-1.0", "nan"):
+        monkeypatch.setenv("DRIFTLINE_REDACTION_CPU_S_PER_RECORD", bad)
+        with pytest.raises(ValidationError, match="redaction_cpu_s_per_record"):
+            Settings()  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="total_cpu_s"):
+        prepare([], 10, redaction_cpu_s_per_record=0)
