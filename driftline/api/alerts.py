@@ -253,7 +253,8 @@ def list_deliveries(
     status: Literal["pending", "delivered", "failed"] | None = None,
     receiver: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    cursor: Annotated[str | None, Query(pattern=r"^[0-9]+$")] = None,
+    # bounded: int() of a 5,000-digit string raises (a 500); 12 digits page past any outbox
+    cursor: Annotated[str | None, Query(pattern=r"^[0-9]+$", max_length=12)] = None,
 ) -> dict[str, Any]:
     items = outbox.list_items(state.engine, tenant, status)
     if receiver is not None:
