@@ -180,7 +180,14 @@ class Settings(BaseSettings):
         3_600.0,
         gt=0,
         description="`/healthz` says `degraded` when spool records were quarantined (stored "
-        "aside, see `driftline spool quarantine list`) within this many seconds.",
+        "aside, see `driftline spool quarantine list`) within this many seconds and are still "
+        "in the quarantine (`replay` or `remove` clears it).",
+    )
+    spool_quarantine_max_bytes: int = Field(
+        256 << 20,
+        gt=0,
+        description="Bytes of quarantined spool records kept at most; past it the oldest are "
+        "dropped whole (counted in `driftline_spool_quarantine_dropped_records`).",
     )
 
     lake_url: str | None = Field(

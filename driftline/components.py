@@ -30,6 +30,7 @@ from collector.scheduler import JobContext, Scheduler
 from collector.settings import Settings
 from collector.spool.log import Spool
 from collector.spool.processor import SpoolProcessor
+from collector.spool.quarantine import JournalFollower
 from collector.spool.supervisor import ProcessorSupervisor
 from collector.spool.worker import KPI_FILE
 from collector.store import engine as store_engine
@@ -112,6 +113,7 @@ def _spool(
             batch_bytes=settings.spool_batch_bytes,
         )
         processor.on_processed = metrics.spans_processed.inc
+        processor.quarantine.max_bytes = settings.spool_quarantine_max_bytes
     else:  # its own process (or another host's): metrics come from its files
         processor = ProcessorSupervisor(
             settings,
@@ -120,6 +122,7 @@ def _spool(
             on_processed=metrics.spans_processed.inc,
         )
     processor.on_quarantined = lambda r: metrics.spool_quarantined.labels(r).inc()
+    metrics.spool_quarantine_dropped.set_function(JournalFollower(spool.dir).dropped_total)
     metrics.spool_bytes.set_function(lambda: spool.unprocessed_bytes)
     metrics.spool_lag_seconds.set_function(processor.lag_seconds)
     processor.start()

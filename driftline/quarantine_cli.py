@@ -1,5 +1,6 @@
-"""``driftline spool quarantine list | show | replay``: the spooled records the processor set
-aside (:mod:`collector.spool.quarantine`) and their re-processing after a fix."""
+"""``driftline spool quarantine list | show | replay | remove``: the spooled records the
+processor set aside (:mod:`collector.spool.quarantine`), their re-processing after a fix, and
+forgetting them. Ids are taken with or without ``list``'s zero padding."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import click
 
 from collector.settings import load_settings
-from collector.spool.quarantine import Quarantine
+from collector.spool.quarantine import Quarantine, normalize_id
 from collector.store import engine as store_engine
 
 _SPOOL_DIR = click.option(
@@ -104,3 +105,34 @@ def quarantine_replay(
     click.echo(f"{len(stored)} records stored and removed, {len(failed)} left in quarantine")
     if failed:
         raise SystemExit(1)
+
+
+@quarantine.command("remove")
+@click.argument("record_ids", nargs=-1)
+@click.option("--all", "remove_all", is_flag=True, help="Remove every quarantined record.")
+@_SPOOL_DIR
+def quarantine_remove(
+    record_ids: tuple[str, ...], remove_all: bool, spool_dir: Path | None
+) -> None:
+    """Forget quarantined records (the ids given, or --all) once looked at: their bodies are
+    deleted, /healthz no longer counts them; the quarantine counter keeps them. Nothing is
+    removed when an id is unknown or malformed (the error names it)."""
+    if remove_all == bool(record_ids):
+        raise click.UsageError("give the ids to remove, or --all (not both)")
+    q = _quarantine(spool_dir)
+    if remove_all:
+        ids = [e.id for e in q.entries()]
+    else:
+        known = {e.id for e in q.entries()}
+        try:
+            ids = [normalize_id(r, q.dir) for r in record_ids]
+        except KeyError as exc:
+            raise click.ClickException(str(exc.args[0])) from None
+        missing = [r for r, rid in zip(record_ids, ids, strict=True) if rid not in known]
+        if missing:
+            raise click.ClickException(
+                f"not in the quarantine {q.dir}: {', '.join(missing)} (nothing removed; "
+                "`driftline spool quarantine list` shows the ids)"
+            )
+    removed = sum(q.remove(rid) for rid in dict.fromkeys(ids))
+    click.echo(f"{removed} records removed from the quarantine")

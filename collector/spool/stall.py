@@ -7,10 +7,10 @@ Two signs, each with its setting:
   Measured by :class:`StallWatch` from the offset the spool reports, so it works the same
   whether the processor is a thread of this process or another process.
 * **quarantining**: records were quarantined (:mod:`collector.spool.quarantine`) within the
-  last ``DRIFTLINE_SPOOL_QUARANTINE_WINDOW_S`` seconds: some client sends what the store
-  refuses, or an upgrade broke something; an operator should look (``driftline spool
-  quarantine list``). Read from the quarantine's append-only journal, so a restart within the
-  window still reports it.
+  last ``DRIFTLINE_SPOOL_QUARANTINE_WINDOW_S`` seconds and are still there: some client sends
+  what the store refuses, or an upgrade broke something; an operator should look (``driftline
+  spool quarantine list``), then ``replay`` or ``remove`` them, which clears it. Read from the
+  quarantine's append-only journal, so a restart within the window still reports it.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def spool_problems(
 
     Args:
         stall_s: seconds without progress, records pending, that count as stalled.
-        window_s: quarantined records within this many seconds count.
+        window_s: quarantined records within this many seconds count, while they are still
+            in the quarantine.
     """
     problems = []
     stalled = stall.stalled_s()

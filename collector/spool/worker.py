@@ -123,6 +123,7 @@ def run_processor(
         for d in directories
     ]
     for p in processors:
+        p.quarantine.max_bytes = settings.spool_quarantine_max_bytes
         p.start()
     log.info("spool processor (pid %d) draining %s", os.getpid(), ", ".join(map(str, directories)))
     kpis_at = 0.0

@@ -33,6 +33,7 @@ class IngestMetrics:
     spool_lag_seconds: Gauge
     spans_processed: Counter
     spool_quarantined: Counter
+    spool_quarantine_dropped: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> IngestMetrics:
@@ -97,6 +98,12 @@ class IngestMetrics:
                 "quarantine (driftline spool quarantine list), by reason: integrity, data, "
                 "programming (the store refused them), decode, overflow, value, other.",
                 ["reason"],
+                registry=reg,
+            ),
+            spool_quarantine_dropped=Gauge(
+                "driftline_spool_quarantine_dropped_records",
+                "Quarantined spool records dropped (oldest first) to keep the quarantine under "
+                "DRIFTLINE_SPOOL_QUARANTINE_MAX_BYTES, since the spool began (its journal).",
                 registry=reg,
             ),
         )
