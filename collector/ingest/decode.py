@@ -34,7 +34,8 @@ from collector.ingest.body import (  # noqa: F401 - re-exported: the receivers' 
     media_type,
     read_body,
 )
-from collector.ingest.jsondoc import MAX_JSON_DEPTH, cut_deep, load_chunked
+from collector.ingest.jsondoc import MAX_JSON_DEPTH, cut_deep, load_chunked, parse_error
+from collector.ingest.wirewalk import WireError, recover
 from collector.store.schema import SpanData
 
 MAX_ERROR_MESSAGES = 20
@@ -120,10 +121,13 @@ def span_problem(span: Span) -> str | None:
     return None
 
 
-def check_request(req: ExportTraceServiceRequest) -> tuple[int, DecodedBatch]:
+def check_request(
+    req: ExportTraceServiceRequest, batch: DecodedBatch | None = None
+) -> tuple[int, DecodedBatch]:
     """(valid spans, a batch holding only the rejections) of a parsed request: the receivers'
-    validation when the spool defers decoding (same rules as :func:`spans_from_request`)."""
-    batch = DecodedBatch()
+    validation when the spool defers decoding (same rules as :func:`spans_from_request`);
+    ``batch`` carries rejections found while parsing (:func:`parse_protobuf`)."""
+    batch = DecodedBatch() if batch is None else batch
     valid = 0
     for rs in req.resource_spans:
         for ss in rs.scope_spans:
@@ -136,18 +140,31 @@ def check_request(req: ExportTraceServiceRequest) -> tuple[int, DecodedBatch]:
     return valid, batch
 
 
-def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
-    """Parse a binary ``ExportTraceServiceRequest``.
+def parse_protobuf(body: bytes) -> tuple[ExportTraceServiceRequest, DecodedBatch]:
+    """Parse a binary ``ExportTraceServiceRequest``: (the request, a batch holding the spans
+    rejected while parsing). One parse call; only when it fails are the spans parsed one by one
+    (:func:`~collector.ingest.wirewalk.recover`): a span upb refuses (a value nested past its
+    depth limit, invalid UTF-8) is rejected alone, a resource or scope attribute it refuses is
+    cut to null.
 
     Raises:
-        DecodeError: the bytes are not a valid protobuf message (HTTP 400).
+        DecodeError: the bytes are not a protobuf message at the request, resource or scope
+            level (HTTP 400, gRPC INVALID_ARGUMENT).
     """
     req = ExportTraceServiceRequest()
     try:
         req.ParseFromString(body)
+        return req, DecodedBatch()
     except (ProtoDecodeError, ValueError) as exc:
-        raise DecodeError(f"the body is not a valid OTLP protobuf message: {exc}") from None
-    return req
+        first = exc
+    try:
+        recovered = recover(body, ExportTraceServiceRequest())
+    except WireError:
+        raise DecodeError(f"the body is not a valid OTLP protobuf message: {first}") from None
+    batch = DecodedBatch()
+    for reason in recovered.reasons:
+        batch.reject(1, reason)
+    return recovered.message, batch
 
 
 def span_from_proto(
@@ -197,9 +214,12 @@ def span_from_proto(
     )
 
 
-def spans_from_request(req: ExportTraceServiceRequest) -> DecodedBatch:
-    """All valid spans of a parsed export request (the gRPC path and the protobuf path)."""
-    batch = DecodedBatch()
+def spans_from_request(
+    req: ExportTraceServiceRequest, batch: DecodedBatch | None = None
+) -> DecodedBatch:
+    """All valid spans of a parsed export request (the gRPC path and the protobuf path), added
+    to ``batch`` (rejections found while parsing) or to a new one."""
+    batch = DecodedBatch() if batch is None else batch
     for rs in req.resource_spans:
         resource = attributes(rs.resource.attributes)
         for ss in rs.scope_spans:
@@ -219,7 +239,7 @@ def decode_protobuf(body: bytes) -> DecodedBatch:
     Raises:
         DecodeError: the bytes are not a valid protobuf message (HTTP 400).
     """
-    return spans_from_request(parse_protobuf(body))
+    return spans_from_request(*parse_protobuf(body))
 
 
 # --------------------------------------------------------------------------- OTLP/JSON
@@ -234,8 +254,9 @@ _ID_FIELDS = {
 }
 
 
-def _ids_to_base64(obj: dict[str, Any], where: str) -> dict[str, Any]:
-    """Copy of ``obj`` with its hex id fields converted to the base64 that protobuf JSON expects.
+def _ids_to_base64(obj: dict[str, Any], what: str = "") -> dict[str, Any]:
+    """Copy of ``obj`` with its hex id fields converted to the base64 that protobuf JSON expects;
+    ``what`` prefixes error messages (e.g. ``"links: "``: the caller names the span).
 
     Raises:
         ValueError: an id is not a hex string.
@@ -246,11 +267,11 @@ def _ids_to_base64(obj: dict[str, Any], where: str) -> dict[str, Any]:
         if value is None:
             continue
         if not isinstance(value, str):
-            raise ValueError(f"{where}: {key} must be a hex string, got {type(value).__name__}")
+            raise ValueError(f"{what}{key} must be a hex string, got {type(value).__name__}")
         try:
             raw = bytes.fromhex(value)
         except ValueError:
-            raise ValueError(f"{where}: {key} {value[:64]!r} is not hex") from None
+            raise ValueError(f"{what}{key} {value[:64]!r} is not hex") from None
         out[key] = base64.b64encode(raw).decode()
     return out
 
@@ -281,6 +302,39 @@ def _load_json(body: bytes) -> Any:
         except ValueError as exc:
             raise DecodeError(f"the body is not valid JSON: {exc}") from None
     raise DecodeError(f"the body is not valid JSON: nested past {MAX_JSON_DEPTH} levels")
+
+
+def _json_resource(doc: dict[str, Any]) -> dict[str, Any]:
+    """The attributes of an OTLP/JSON ``resource`` object. An attribute whose value does not
+    parse (nested past json_format's depth limit, a wrong type) keeps its key with a null value,
+    as :func:`cut_deep` cuts one: the resource's spans are kept.
+
+    Raises:
+        ValueError, json_format.ParseError: the resource itself is malformed (not its values).
+    """
+    res = Resource()
+    try:
+        json_format.ParseDict(doc, res, ignore_unknown_fields=True)
+        return attributes(res.attributes)
+    except (json_format.ParseError, RecursionError):
+        attrs = doc.get("attributes")
+        if not isinstance(attrs, list):
+            raise
+    res.Clear()
+    json_format.ParseDict(
+        {k: v for k, v in doc.items() if k != "attributes"}, res, ignore_unknown_fields=True
+    )
+    out: dict[str, Any] = {}
+    for raw in attrs:
+        if not isinstance(raw, dict) or not isinstance(raw.get("key"), str):
+            raise ValueError("resource attributes must be objects with a string key")
+        kv = KeyValue()
+        try:
+            json_format.ParseDict(raw, kv, ignore_unknown_fields=True)
+            out[kv.key] = any_value(kv.value)
+        except (json_format.ParseError, RecursionError):
+            out[raw["key"]] = None
+    return out
 
 
 def _list_field(obj: dict[str, Any], *names: str) -> list[Any]:
@@ -323,9 +377,7 @@ def decode_json(body: bytes) -> DecodedBatch:
             res_doc = rs.get("resource") or {}
             if not isinstance(res_doc, dict):
                 raise ValueError("resource must be an object")
-            res = Resource()
-            json_format.ParseDict(res_doc, res, ignore_unknown_fields=True)
-            resource = attributes(res.attributes)
+            resource = _json_resource(res_doc)
         except (ValueError, json_format.ParseError) as exc:
             scopes = rs.get("scopeSpans")
             count = sum(
@@ -333,7 +385,7 @@ def decode_json(body: bytes) -> DecodedBatch:
                 for s in (scopes if isinstance(scopes, list) else [])
                 if isinstance(s, dict) and isinstance(s.get("spans"), list)
             )
-            batch.reject(count, f"{where}: invalid resource: {exc}")
+            batch.reject(count, f"{where}: invalid resource: {parse_error(exc)}")
             continue
         for si, ss in enumerate(scope_spans):
             swhere = f"{where}.scopeSpans[{si}]"
@@ -352,14 +404,12 @@ def decode_json(body: bytes) -> DecodedBatch:
                 pwhere = f"{swhere}.spans[{pi}]"
                 try:
                     if not isinstance(raw, dict):
-                        raise ValueError(f"{pwhere} is not an object")
-                    fixed = _ids_to_base64(raw, pwhere)
+                        raise ValueError("not an object")
+                    fixed = _ids_to_base64(raw)
                     links = raw.get("links")
                     if isinstance(links, list):
                         fixed["links"] = [
-                            _ids_to_base64(link, f"{pwhere}.links")
-                            if isinstance(link, dict)
-                            else link
+                            _ids_to_base64(link, "links: ") if isinstance(link, dict) else link
                             for link in links
                         ]
                     msg = Span()
@@ -373,7 +423,7 @@ def decode_json(body: bytes) -> DecodedBatch:
                         )
                     )
                 except Exception as exc:  # any malformed span is rejected alone
-                    batch.reject(1, f"{pwhere}: {exc}")
+                    batch.reject(1, f"{pwhere}: {parse_error(exc)}")
     return batch
 
 

@@ -1,10 +1,13 @@
 """OTLP/gRPC receivers: ``opentelemetry.proto.collector.trace.v1.TraceService/Export`` and
 ``opentelemetry.proto.collector.logs.v1.LogsService/Export``.
 
-Each servicer authenticates the ``authorization`` metadata, validates, and hands the request to
-the app's sink (:mod:`driftline.receive.sink`). Bad spans are reported in ``partial_success``; a
-full write queue or an unavailable store answers ``UNAVAILABLE`` (retryable, per the OTLP spec's
-gRPC retry rules); a full spool ``RESOURCE_EXHAUSTED`` with a ``google.rpc.RetryInfo``.
+Each servicer receives the request's raw bytes (registered with no request deserializer), so it
+authenticates the ``authorization`` metadata before parsing anything; then parses (a malformed
+message is ``INVALID_ARGUMENT``, a span upb refuses alone is rejected alone), validates, and hands
+the request to the app's sink (:mod:`driftline.receive.sink`). Bad spans are reported in
+``partial_success``; a full write queue or an unavailable store answers ``UNAVAILABLE``
+(retryable, per the OTLP spec's gRPC retry rules); a full spool ``RESOURCE_EXHAUSTED`` with a
+``google.rpc.RetryInfo``.
 """
 
 from __future__ import annotations
@@ -17,13 +20,19 @@ from typing import Any
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
-from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from collector.auth import AuthError, ForbiddenError
-from collector.errors import BadRequestError, QueueFullError, StoreUnavailableError
-from collector.ingest.decode import PROTOBUF
-from collector.ingest.logs import records_from_request
+from collector.errors import (
+    BadRequestError,
+    CollectorError,
+    DecodeError,
+    QueueFullError,
+    StoreUnavailableError,
+)
+from collector.ingest.decode import PROTOBUF, parse_protobuf
+from collector.ingest.logs import decode_logs
 from collector.spool.log import SpoolFullError
 from collector.telemetry.metrics import IngestMetrics
 from driftline.receive.sink import Caller, Payload, Sink
@@ -74,12 +83,16 @@ def _hand(
     except (QueueFullError, StoreUnavailableError) as exc:
         metrics.requests_refused.labels("grpc", "UNAVAILABLE").inc()
         context.abort(grpc.StatusCode.UNAVAILABLE, str(exc) or "store busy")
-    except BadRequestError as exc:
+    except (DecodeError, BadRequestError) as exc:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
     raise AssertionError("unreachable: abort raises")
 
 
-class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+def _invalid(context: grpc.ServicerContext, exc: CollectorError) -> Any:
+    context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+
+class TraceService:
     """Trace exports handed to ``sink``; ``tenant_of`` maps the ``authorization`` metadata
     value (or None) to a tenant, raising AuthError / ForbiddenError."""
 
@@ -91,12 +104,15 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         self._tenant_of = tenant_of
 
     def Export(
-        self,
-        request: trace_service_pb2.ExportTraceServiceRequest,
-        context: grpc.ServicerContext,
+        self, request: bytes, context: grpc.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
+        """``request``: an encoded ``ExportTraceServiceRequest`` (parsed after the key check)."""
         caller = Caller(_tenant(self._tenant_of, context), "grpc")
-        payload = Payload(PROTOBUF, message=request)
+        try:
+            message, rejects = parse_protobuf(request)
+        except (DecodeError, BadRequestError) as exc:
+            return _invalid(context, exc)
+        payload = Payload(PROTOBUF, body=request, message=message, rejects=rejects)
         handed = _hand(
             self._sink, self._metrics, context, lambda: self._sink.traces(payload, caller)
         )
@@ -108,7 +124,7 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         return resp
 
 
-class LogsService(logs_service_pb2_grpc.LogsServiceServicer):
+class LogsService:
     """gen_ai log records (see :mod:`collector.ingest.log_join`) handed to ``sink``."""
 
     def __init__(
@@ -119,19 +135,38 @@ class LogsService(logs_service_pb2_grpc.LogsServiceServicer):
         self._tenant_of = tenant_of
 
     def Export(
-        self,
-        request: logs_service_pb2.ExportLogsServiceRequest,
-        context: grpc.ServicerContext,
+        self, request: bytes, context: grpc.ServicerContext
     ) -> logs_service_pb2.ExportLogsServiceResponse:
+        """``request``: an encoded ``ExportLogsServiceRequest`` (parsed after the key check)."""
         caller = Caller(_tenant(self._tenant_of, context), "grpc")
-        batch = records_from_request(request)
-        payload = Payload(PROTOBUF, message=request)
+        try:
+            batch = decode_logs(request, PROTOBUF)
+        except (DecodeError, BadRequestError) as exc:
+            return _invalid(context, exc)
+        payload = Payload(PROTOBUF, body=request)
         _hand(self._sink, self._metrics, context, lambda: self._sink.logs(batch, payload, caller))
         resp = logs_service_pb2.ExportLogsServiceResponse()
         if batch.rejected:
             resp.partial_success.rejected_log_records = batch.rejected
             resp.partial_success.error_message = batch.error_message
         return resp
+
+
+TRACES_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
+LOGS_SERVICE = logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name
+
+
+def _raw_handler(service: str, export: Callable[..., Any]) -> grpc.GenericRpcHandler:
+    """The service's ``Export`` method receiving the request's bytes unparsed (no request
+    deserializer: the servicer checks the key first, then parses) and answering a message."""
+    method = grpc.unary_unary_rpc_method_handler(
+        export, request_deserializer=None, response_serializer=_serialize
+    )
+    return grpc.method_handlers_generic_handler(service, {"Export": method})
+
+
+def _serialize(message: Any) -> bytes:
+    return bytes(message.SerializeToString())
 
 
 def start_grpc_server(
@@ -157,9 +192,12 @@ def start_grpc_server(
             ("grpc.max_send_message_length", max_message_bytes),
         ],
     )
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(servicer, server)
-    if logs is not None:
-        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(logs, server)
+    server.add_generic_rpc_handlers(
+        (
+            _raw_handler(TRACES_SERVICE, servicer.Export),
+            *(() if logs is None else (_raw_handler(LOGS_SERVICE, logs.Export),)),
+        )
+    )
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise RuntimeError(f"cannot bind the OTLP/gRPC receiver to {host}:{port}")

@@ -51,12 +51,23 @@ INLINE_JSON_BYTES = 32 << 10
 
 @dataclass(frozen=True, slots=True)
 class Payload:
-    """One export request as received: its raw ``body`` (HTTP) or its parsed ``message``
-    (gRPC), of media type ``media`` (``codec.PROTOBUF`` or ``codec.JSON``)."""
+    """One export request as received, of media type ``media`` (``codec.PROTOBUF`` or
+    ``codec.JSON``): its raw ``body`` and/or its parsed ``message`` (gRPC parses it after the key
+    check) with ``rejects``, the spans rejected while parsing it (:func:`codec.parse_protobuf`)."""
 
     media: str
     body: bytes | None = None
     message: Message | None = None
+    rejects: codec.DecodedBatch | None = None
+
+    def parsed(self) -> tuple[ExportTraceServiceRequest, codec.DecodedBatch]:
+        """The trace request and a new batch holding the parse's rejections (parsed now when
+        only the body is held). Raises DecodeError (400 / INVALID_ARGUMENT)."""
+        if self.message is None:
+            return codec.parse_protobuf(self.raw())
+        assert isinstance(self.message, ExportTraceServiceRequest)
+        held = self.rejects or codec.DecodedBatch()
+        return self.message, codec.DecodedBatch(rejected=held.rejected, errors=list(held.errors))
 
     def raw(self) -> bytes:
         """The request's bytes (a parsed message is serialised again)."""
@@ -67,7 +78,7 @@ class Payload:
 
     @property
     def size(self) -> int:
-        """Bytes of the body (0 for a parsed message: its size was bounded on receipt)."""
+        """Bytes of the body (0 for a message alone: its size was bounded on receipt)."""
         return len(self.body) if self.body is not None else 0
 
 
@@ -150,8 +161,7 @@ class StoreSink:
 
     def traces(self, payload: Payload, caller: Caller) -> Handed:
         if payload.message is not None:
-            assert isinstance(payload.message, ExportTraceServiceRequest)
-            batch = codec.spans_from_request(payload.message)
+            batch = codec.spans_from_request(*payload.parsed())
         else:
             with gc_paused() if payload.size > INLINE_JSON_BYTES else nullcontext():
                 batch = codec.decode(payload.raw(), payload.media)
@@ -227,11 +237,7 @@ class SpoolSink:
         """(valid spans, spool record kind, batch of the rejections); protobuf: ids and times
         only. Raises DecodeError (400)."""
         if payload.media == codec.PROTOBUF:
-            message = payload.message
-            if message is None:
-                message = codec.parse_protobuf(payload.raw())
-            assert isinstance(message, ExportTraceServiceRequest)
-            valid, batch = codec.check_request(message)
+            valid, batch = codec.check_request(*payload.parsed())
             return valid, TRACES_PROTOBUF, batch
         batch = codec.decode(payload.raw(), payload.media)
         return len(batch.spans), TRACES_JSON, batch
