@@ -9,9 +9,12 @@ Formats: ``jsonl`` (one JSON object per line, nested fields as JSON), ``csv`` (R
 row group per page; column types from the store's schema; the call record's string lists
 ``finish_reasons`` and ``flags`` as ``list<string>``, other nested fields as JSON text).
 
-CSV only: a text cell that a spreadsheet would run as a formula (it starts with ``=``, ``+``,
-``-``, ``@``, a tab or a carriage return: span names, prompts, user ids come from clients) is
-written with a leading ``'`` (OWASP "CSV Injection"), so ``=HYPERLINK(...)`` shows as text.
+CSV only: a text cell that a spreadsheet would run as a formula is written with a leading ``'``
+(OWASP "CSV Injection"), so ``=HYPERLINK(...)`` shows as text: one that starts with a tab or a
+carriage return, or whose first character after any leading whitespace and control/format
+characters (spaces, newlines, NUL, zero-width space, ...) is one of ``= + - @ | ;`` or their
+full-width forms ``＝ ＋ － ＠ ｜ ；`` (spreadsheets skip the blanks and read full-width signs as
+the ASCII ones). Span names, prompts and user ids come from clients.
 Numbers are written as they are (``-1.5`` stays a number); JSON Lines and Parquet are the data
 unchanged.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import io
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
@@ -38,6 +42,9 @@ PAGE = 1000
 #: first characters with which a spreadsheet reads a CSV cell as a formula (OWASP, "CSV
 #: Injection"); such text cells are written with a leading ``'``
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+#: characters that start a formula when they are the first one after leading blanks
+#: (:func:`formula_like`): the ASCII signs, ``|`` (DDE) and ``;``, and their full-width forms
+FORMULA_CHARS = frozenset("=+-@|;\uff1d\uff0b\uff0d\uff20\uff5c\uff1b")
 #: JSON columns holding a list of strings, written to Parquet as ``list<string>``
 #: (``finish_reasons``: null when unknown, never empty; ``flags``: ``[]`` when none)
 STRING_LISTS = frozenset({"finish_reasons", "flags"})
@@ -143,11 +150,25 @@ def _flat(value: Any) -> Any:
     return orjson.dumps(value).decode() if isinstance(value, dict | list | tuple) else value
 
 
+def formula_like(text: str) -> bool:
+    """Whether a spreadsheet could read ``text`` as a formula: it starts with one of
+    :data:`FORMULA_START`, or its first character that is not whitespace nor a control or
+    format character (Unicode categories Cc, Cf) is in :data:`FORMULA_CHARS`."""
+    if text.startswith(FORMULA_START):
+        return True
+    for ch in text:
+        if ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf"):
+            continue
+        return ch in FORMULA_CHARS
+    return False
+
+
 def csv_cell(value: Any) -> Any:
-    """``value`` as a CSV cell: lists and objects as JSON text; text starting with one of
-    :data:`FORMULA_START` prefixed with ``'`` so no spreadsheet runs it; numbers unchanged."""
+    """``value`` as a CSV cell: lists and objects as JSON text; text that
+    :func:`formula_like` flags prefixed with ``'`` so no spreadsheet runs it; numbers
+    unchanged."""
     value = _flat(value)
-    if isinstance(value, str) and value.startswith(FORMULA_START):
+    if isinstance(value, str) and formula_like(value):
         return "'" + value
     return value
 
