@@ -31,6 +31,27 @@ OUTER_LEVELS = 6
 MAX_JSON_DEPTH = 256
 
 
+#: a run of json_format's nested error prefixes, one per level of the value that failed
+_FIELD_CHAIN = re.compile(r"(?:Failed to parse (\w+) field: )+")
+_FIELD_NAME = re.compile(r"Failed to parse (\w+) field: ")
+
+
+def parse_error(exc: BaseException, limit: int = 300) -> str:
+    """``str(exc)`` with json_format's ``Failed to parse X field: `` prefixes (one per nesting
+    level: 300 for a value 300 levels deep) folded into one dotted field path, at most ``limit``
+    characters. E.g. ``attributes.value.values...(52 fields deep): Message too deep. Max
+    recursion depth is 100``."""
+    text = str(exc) or type(exc).__name__
+    m = _FIELD_CHAIN.search(text)
+    if m is not None:
+        names = _FIELD_NAME.findall(m.group())
+        path = ".".join(names)
+        if len(names) > 4:
+            path = f"{'.'.join(names[:3])}...({len(names)} fields deep)"
+        text = f"{text[: m.start()]}{path}: {text[m.end() :].rstrip('.') or 'invalid'}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def cut_deep(text: str, max_depth: int = MAX_JSON_DEPTH) -> str:
     """``text`` with every array or object that opens at depth ``max_depth + 1`` replaced by
     ``null`` (depth 1 is the document's outer value).

@@ -25,7 +25,9 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from collector.errors import DecodeError
 from collector.ingest.decode import MAX_ERROR_MESSAGES, PROTOBUF, _load_json, any_value, attributes
+from collector.ingest.jsondoc import parse_error
 from collector.ingest.values import evaluation_text_error, time_error
+from collector.ingest.wirewalk import WireError, recover
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 EVALUATION_EVENT = "gen_ai.evaluation.result"
@@ -162,18 +164,18 @@ def records_from_request(req: ExportLogsServiceRequest) -> LogBatch:
     return batch
 
 
-def _hex_to_b64(obj: dict[str, Any], where: str) -> dict[str, Any]:
+def _hex_to_b64(obj: dict[str, Any]) -> dict[str, Any]:
     out = dict(obj)
     for key in ("traceId", "trace_id", "spanId", "span_id"):
         value = out.get(key)
         if value in (None, ""):
             continue
         if not isinstance(value, str):
-            raise ValueError(f"{where}: {key} must be a hex string")
+            raise ValueError(f"{key} must be a hex string")
         try:
             out[key] = base64.b64encode(bytes.fromhex(value)).decode()
         except ValueError:
-            raise ValueError(f"{where}: {key} {value[:64]!r} is not hex") from None
+            raise ValueError(f"{key} {value[:64]!r} is not hex") from None
     return out
 
 
@@ -187,6 +189,29 @@ def _items(obj: Any, *names: str) -> list[Any]:
     return []
 
 
+def _decode_protobuf(body: bytes) -> LogBatch:
+    """One parse call; when it fails, each record is parsed alone
+    (:func:`~collector.ingest.wirewalk.recover`) and only those upb refuses are rejected.
+
+    Raises:
+        DecodeError: not a protobuf message at the request, resource or scope level.
+    """
+    req = ExportLogsServiceRequest()
+    try:
+        req.ParseFromString(body)
+        return records_from_request(req)
+    except (ProtoDecodeError, ValueError) as exc:
+        first = exc
+    try:
+        recovered = recover(body, ExportLogsServiceRequest())
+    except WireError:
+        raise DecodeError(f"the body is not a valid OTLP protobuf message: {first}") from None
+    batch = records_from_request(recovered.message)
+    for reason in recovered.reasons:
+        batch.reject(reason)
+    return batch
+
+
 def decode_logs(body: bytes, media: str) -> LogBatch:
     """Decode an ``ExportLogsServiceRequest`` body (see :func:`collector.ingest.decode.media_type`).
 
@@ -194,12 +219,7 @@ def decode_logs(body: bytes, media: str) -> LogBatch:
         DecodeError: not a protobuf message / not a JSON object (HTTP 400).
     """
     if media == PROTOBUF:
-        req = ExportLogsServiceRequest()
-        try:
-            req.ParseFromString(body)
-        except (ProtoDecodeError, ValueError) as exc:
-            raise DecodeError(f"the body is not a valid OTLP protobuf message: {exc}") from None
-        return records_from_request(req)
+        return _decode_protobuf(body)
     doc = _load_json(body)
     if not isinstance(doc, dict):
         raise DecodeError("the body must be a JSON object (ExportLogsServiceRequest)")
@@ -210,10 +230,10 @@ def decode_logs(body: bytes, media: str) -> LogBatch:
                 where = f"resourceLogs[{ri}].scopeLogs[{si}].logRecords[{li}]"
                 try:
                     if not isinstance(raw, dict):
-                        raise ValueError(f"{where} is not an object")
+                        raise ValueError("not an object")
                     rec = LogRecord()
-                    json_format.ParseDict(_hex_to_b64(raw, where), rec, ignore_unknown_fields=True)
+                    json_format.ParseDict(_hex_to_b64(raw), rec, ignore_unknown_fields=True)
                     add_record(batch, rec)
                 except Exception as exc:  # any malformed record is rejected alone
-                    batch.reject(f"{where}: {exc}")
+                    batch.reject(f"{where}: {parse_error(exc)}")
     return batch
