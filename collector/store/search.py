@@ -2,7 +2,8 @@
 
 The index is made by migration ``search_0001``: on SQLite an FTS5 external-content table
 ``llm_calls_fts`` (tokenizer ``unicode61``) kept in step by triggers; on PostgreSQL a GIN
-index on ``to_tsvector('simple', input || ' ' || output)``. Both match calls containing every
+index on ``to_tsvector('simple', input || ' ' || output)``, of the first
+:data:`PG_SEARCH_CHARS` characters of each (``search_0003``). Both match calls containing every
 word of the query (case-insensitive, whole words; no stemming, so languages are treated alike).
 Only what was stored is searchable: text is redacted before it is written, so a redacted
 e-mail address cannot be found by its value.
@@ -22,10 +23,14 @@ UNMODELLED_TABLES = frozenset(
 )
 #: indexes the ORM does not model (the PostgreSQL GIN expression index)
 UNMODELLED_INDEXES = frozenset({"ix_llm_calls_search"})
+#: characters of each text (input, output) PostgreSQL's index covers (migration
+#: ``search_0003``): a tsvector over 1,048,575 bytes fails the write of the whole batch, and
+#: 2 x 80,000 characters stay under it whatever the words (960,008 bytes at worst, measured)
+PG_SEARCH_CHARS = 80_000
 #: the indexed PostgreSQL expression; queries must spell it exactly so the index is used
 PG_DOCUMENT = (
-    "to_tsvector('simple', coalesce(llm_calls.input_text, '') || ' ' "
-    "|| coalesce(llm_calls.output_text, ''))"
+    f"to_tsvector('simple', left(coalesce(llm_calls.input_text, ''), {PG_SEARCH_CHARS}) || ' ' "
+    f"|| left(coalesce(llm_calls.output_text, ''), {PG_SEARCH_CHARS}))"
 )
 MAX_QUERY_CHARS = 500
 _WORD = re.compile(r"\w+", re.UNICODE)

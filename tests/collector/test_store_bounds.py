@@ -133,3 +133,44 @@ def test_cut_keeps_values_within_bound() -> None:
     assert bulk.cut("abcd", 3, CUT_MARKER) == "ab" + CUT_MARKER
     assert bulk.cut("abcd", 3) == "abc"
     assert bulk.cut(None, 3) is None
+
+
+def _words(seed: int, chars: int) -> str:
+    r = random.Random(seed)
+    return " ".join("".join(r.choices(string.ascii_lowercase, k=7)) for _ in range(chars // 8))
+
+
+@pytest.fixture
+def full_capture_client(db_url: str) -> Iterator[TestClient]:
+    settings = make_settings(db_url, grpc_enabled=False, capture_content="full")
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def test_texts_past_the_tsvector_limit_lose_nothing_and_stay_searchable(
+    full_capture_client: TestClient,
+) -> None:
+    """PostgreSQL's full-text index (``ix_llm_calls_search``) refused a tsvector over
+    1,048,575 bytes: 2 x 600,000 characters of distinct words (under the 1,000,000-character
+    stored limit) failed the whole COPY (HTTP 500, the normal span beside it lost). The index
+    now covers the first 80,000 characters of each text (``search_0003``)."""
+    prompt, answer = _words(1, 600_000), _words(2, 600_000)
+    odd = _span(ODD_TRACE, "chat long")
+    odd["attributes"] += [
+        {"key": k, "value": {"stringValue": v}}
+        for k, v in (
+            ("gen_ai.prompt.0.role", "user"),
+            ("gen_ai.prompt.0.content", prompt),
+            ("gen_ai.completion.0.role", "assistant"),
+            ("gen_ai.completion.0.content", answer),
+        )
+    ]
+    body = {"resourceSpans": [_resource("svc", odd), _resource("svc", _span(GOOD_TRACE, "g"))]}
+    c = full_capture_client
+    r = c.post("/v1/traces", json=body)
+    assert r.status_code == 200, r.text[:500]
+    db_url = str(c.app.state.driftline.settings.database_url)  # type: ignore[attr-defined]
+    assert set(_stored(db_url)) == {ODD_TRACE, GOOD_TRACE}
+    for word in (prompt.split()[0], answer.split()[0]):
+        found = c.get("/api/v1/calls", params={"q": word, "since": "1h"}).json()["items"]
+        assert [f["trace_id"] for f in found] == [ODD_TRACE], word

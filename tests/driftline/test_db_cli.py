@@ -66,9 +66,9 @@ def test_downgrade_needs_a_target_and_refuses_an_ambiguous_relative_one(tmp_path
     code, out = _db(runner, url, "downgrade", "nosuch")
     assert code != 0 and "Can't locate revision identified by 'nosuch'" in out
 
-    code, out = _db(runner, url, "downgrade", "search_0002-1")  # relative to a named head
+    code, out = _db(runner, url, "downgrade", "search_0003-1")  # relative to a named head
     assert code == 0, out
-    assert store_engine.current(url) == before.replace("search_0002", "search_0001")
+    assert store_engine.current(url) == before.replace("search_0003", "search_0002")
 
     assert _db(runner, url, "downgrade", "0003")[0] == 0  # below the branch point: one head
     code, out = _db(runner, url, "downgrade", "-1")
