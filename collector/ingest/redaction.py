@@ -7,13 +7,20 @@ Kinds and how each is found:
 
 * ``[SECRET]``: API keys and tokens by their documented prefixes (OpenAI ``sk-``, AWS access key
   ids ``AKIA``/``ASIA``, GitHub ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``/``github_pat_``,
-  Slack ``xox?-``, Stripe ``sk_live_``/``rk_live_``, Google ``AIza``), JWTs, PEM private keys,
-  ``Bearer`` tokens, and ``key=value`` pairs whose key names a secret and whose value looks
-  generated: Shannon entropy >= 3 bits per character with a digit (after detect-secrets'
-  high-entropy-string idea); password-like keys redact any value.
-* ``[EMAIL]``: the RFC 5322 dot-atom shape with a dotted domain and an alphabetic TLD.
+  Slack ``xox?-``, Stripe ``sk_live_``/``rk_live_``, Google ``AIza``; ``SK-`` and lower-case
+  AWS ids only with a random-looking part), JWTs, PEM and PGP private keys, the credentials of
+  an ``Authorization: <scheme> ...`` header, ``Basic <base64 of user:password>``, ``Bearer``
+  tokens, URL passwords (``scheme://user:[SECRET]@host``), and ``key=value`` pairs whose key
+  names a secret and whose value looks generated: Shannon entropy >= 3 bits per character with
+  a digit (after detect-secrets' high-entropy-string idea); password-like keys (``password``,
+  ``passwd``, ``pwd``, ``pass``, ``pw``) redact any value of any length, except a plain word
+  after ``pass: `` (prose).
+* ``[EMAIL]``: the RFC 5322 dot-atom shape (letters of any script, RFC 6531) with ``@``, the
+  full-width ``＠`` or ``﹫``, a dotted domain (IDN labels in any script or ``xn--``) and an
+  alphabetic or ``xn--`` TLD.
 * ``[IP]``: IPv4 / IPv6 candidates, each confirmed by the standard library ``ipaddress``.
-* ``[CARD]``: 13-19 digits (optionally grouped by one kind of separator) passing the Luhn
+* ``[CARD]``: 13-19 digits (optionally grouped by one kind of separator: space, ``-``, ``.``
+  or ``_``) passing the Luhn
   checksum (ISO/IEC 7812-1 Annex B); a number failing it is kept.
 * ``[PHONE]``: Google's libphonenumber through ``phonenumbers`` with leniency
   ``STRICT_GROUPING`` (a valid number whose digit groups match the national format), so dates,
@@ -26,6 +33,9 @@ optional models. ``phonenumberslite`` (the maintained libphonenumber port withou
 carrier data we do not need) ships its metadata in the wheel and is the one detector where a
 regex is clearly worse. Everything else is a precompiled pattern plus ``ipaddress`` or the
 five-line Luhn check; no model, no I/O, deterministic.
+
+Invisible characters that could split a key word or a number (zero-width space, soft hyphen,
+word joiner...; :data:`_INVISIBLE`) are removed from the text before it is scanned and stored.
 
 Detectors run in the order above on the progressively redacted text, so a later detector never
 sees (or double-counts) what an earlier one replaced (PEM blocks and JWTs first among secrets).
@@ -216,9 +226,22 @@ def _redact(
     return text, counts
 
 
+#: invisible characters that can split a key word or a number without showing (zero-width
+#: space, soft hyphen, word joiner, BOM, Mongolian vowel separator, invisible operators):
+#: removed before the scan. Zero-width (non-)joiners and direction marks are removed only
+#: between two ASCII characters: elsewhere they shape scripts and emoji.
+_INVISIBLE = re.compile(
+    "[\u00ad\u180e\u200b\u2060-\u2064\ufeff]++"
+    "|(?<=[!-~])[\u200c-\u200f\u202a-\u202e\u2066-\u2069]++(?=[!-~])"
+)
+
+
 def _redact_bounded(text: str, phone_region: str | None) -> tuple[str, list[int]]:
-    """:func:`_redact` within the open record's budget: the text truncated before the scan,
-    and replaced by a marker when the budget is spent."""
+    """:func:`_redact` within the open record's budget: invisible characters removed
+    (:data:`_INVISIBLE`), the text truncated before the scan, and replaced by a marker when
+    the budget is spent."""
+    if not text.isascii():
+        text = _INVISIBLE.sub("", text)
     budget = budgets.current()
     head, marker = text, ""
     if len(text) > budget.max_chars:

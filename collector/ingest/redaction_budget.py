@@ -198,8 +198,8 @@ class record_budget:  # a function to its callers: ``with record_budget(...):``
             _RECORD.reset(self._token)
 
 
-_PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z]*PRIVATE\ KEY-----")
-_PEM_END = re.compile(r"-----END[ A-Z]*PRIVATE\ KEY-----")
+_PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z]*PRIVATE\ KEY(?:\ BLOCK)?-----")  # PGP: BLOCK
+_PEM_END = re.compile(r"-----END[ A-Z]*PRIVATE\ KEY(?:\ BLOCK)?-----")
 _TOKEN_TAIL = re.compile(r"\S*")
 
 

@@ -18,6 +18,7 @@ tests/collector/test_redaction_linear.py times every family below over growing s
   continuation fails, so that ``sub`` goes on after it instead of retrying inside it;
 * a PEM block is searched only up to the end of the last ``-----END ... PRIVATE KEY-----``: a
   ``BEGIN`` after it cannot match and no longer scans to the end of the text once per header;
+* ``_URL_USERINFO``'s scheme starts only at the start of a run and is bounded (``{0,30}``);
 * every other quantifier is bounded (``{0,61}``, ``{12,18}``, ``{36,255}``), or its run ends at
   a character the next element needs (linear: each position is visited a bounded number of
   times).
@@ -35,6 +36,7 @@ lines at a time, each with :data:`PHONE_MAX_TRIES` tries; on a line where it giv
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import math
 import re
@@ -78,7 +80,7 @@ class Replace(Protocol):
 
 # --- secrets ---------------------------------------------------------------------------------
 
-_PEM_END = r"-----END[ A-Z]*PRIVATE\ KEY-----"
+_PEM_END = r"-----END[ A-Z]*PRIVATE\ KEY(?:\ BLOCK)?-----"  # PGP's ends with BLOCK
 
 
 class _UpToLastPemEnd:
@@ -87,7 +89,7 @@ class _UpToLastPemEnd:
     since every match ends with an END line, but a BEGIN line with no END after it (which the
     lazy body would scan to the end of the text, once per such line) is never tried."""
 
-    _block = re.compile(rf"-----BEGIN[ A-Z]*PRIVATE\ KEY-----[\s\S]*?{_PEM_END}")
+    _block = re.compile(rf"-----BEGIN[ A-Z]*PRIVATE\ KEY(?:\ BLOCK)?-----[\s\S]*?{_PEM_END}")
     #: every END line, overlapping ones too (a lookahead match is empty)
     _ends = re.compile(rf"(?=({_PEM_END}))")
 
@@ -116,10 +118,28 @@ _PREFIXED_SECRET = re.compile(
     """,
     re.VERBOSE,
 )
+# Other cases of the prefixes above (``SK-``, a lower-case AWS key id): a finding only when the
+# rest looks generated, since the prefix alone is no longer specific.
+_CASED_SECRET = re.compile(
+    r"(?ai)\b(?:sk-[A-Za-z0-9][A-Za-z0-9_-]{19,}+|(?:akia|asia|abia|acca)[A-Za-z0-9]{16}\b)"
+)
+# "Authorization: <scheme> <credentials>" as a header in text: the credentials whatever they
+# look like (a scheme is required, so prose such as "authorization: pending" is kept).
+_AUTH_HEADER = re.compile(
+    r"(?ai)\b(authorization[\"']?+[ \t]*+[:=][ \t]*+[\"']?+"
+    r"(?:bearer|basic|token|digest|negotiate|apikey)[ \t]++)([^\s\"'&,;<>]++)"
+)
+# "Basic <base64 of user:password>" outside a header: a finding when it decodes to "x:y".
+_BASIC = re.compile(r"(?ai)\b(basic[ \t]++)([A-Za-z0-9+/]{4,}+={0,2}+)(?![A-Za-z0-9+/=])")
+# "scheme://user:password@host": the password.
+_URL_USERINFO = re.compile(
+    r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,30}+://[^\s:/?#@\[\]]{0,256}+:)"
+    r"([^\s/?#@\[\]]{1,256}+)(?=@)"
+)
 # "Bearer <token>": the token needs a digit so that English ("bearer of bad news") is kept.
 _BEARER = re.compile(r"(?i)\b(bearer\s++)(?=[A-Za-z0-9._~+/=-]*\d)([A-Za-z0-9._~+/=-]{16,}+)")
 _KEY_WORD = (
-    r"(?:api[_-]?key|apikey|secrets?|tokens?|passw(?:or)?d|pwd|access[_-]?key|private[_-]?key"
+    r"(?:api[_-]?key|apikey|secrets?|tokens?|pass(?:w(?:or)?d)?|pwd?|access[_-]?key|private[_-]?key"
     r"|client[_-]?secret|authorization|auth|credentials?|session[_-]?id)(?![a-z])"
 )
 # The key is a whole run of [A-Za-z0-9_.-] holding a key word: the old pattern's lazy prefix
@@ -132,10 +152,15 @@ _KEY_VALUE = re.compile(
     (?=[A-Za-z0-9_.-]*?{_KEY_WORD})
     ([A-Za-z0-9_.-]++)
     (["']?+\s*+[:=]\s*+["']?+)
-    ([^\s"'&,;<>]{{4,}}+)
+    ([^\s"'&,;<>]++)
     """
 )
-_PASSWORD_KEY = re.compile(r"(?i)passw(?:or)?d|pwd")
+_PASSWORD_KEY = re.compile(r"(?i)passw(?:or)?d|pwd|passphrase")
+# "pass" / "pw" as a word of the key: password-like unless in prose (below)
+_SHORT_PASSWORD_KEY = re.compile(r"(?i)(?<![a-z])(?:pass|pw)(?![a-z])")
+_PLAIN_WORD = re.compile(r"[a-z]++")
+_PROSE_COLON = re.compile(r":\s++")
+_MIN_VALUE_LEN = 4  # a shorter value of a key that is not password-like is kept
 _MIN_ENTROPY_BITS = 3.0
 _MIN_GENERATED_LEN = 8
 
@@ -159,29 +184,62 @@ def _key_value(match: re.Match[str]) -> tuple[str, bool]:
     key, sep, value = match.group(1), match.group(2), match.group(3)
     if value.startswith("["):  # already a placeholder
         return match.group(0), False
-    if _PASSWORD_KEY.search(key) or _looks_generated(value):
+    prose = _PROSE_COLON.fullmatch(sep) and _PLAIN_WORD.fullmatch(value)  # "pass: the ball"
+    password = _PASSWORD_KEY.search(key) or (_SHORT_PASSWORD_KEY.search(key) and not prose)
+    if password or (len(value) >= _MIN_VALUE_LEN and _looks_generated(value)):
         return f"{key}{sep}{PLACEHOLDERS[PiiKind.SECRET]}", True
+    return match.group(0), False
+
+
+_KEY_PARTS = re.compile(r"[-_]")
+_MIN_KEY_PART = 16  # a key's random part; "SK-TELECOM-ANNUAL-REPORT-2024" has none
+
+
+def _cased_secret(match: re.Match[str]) -> tuple[str, bool]:
+    value = match.group(0)  # the documented case was replaced by _PREFIXED_SECRET before
+    longest = max(_KEY_PARTS.split(value[3:] if value[2] == "-" else value[4:]), key=len)
+    if len(longest) >= _MIN_KEY_PART and _looks_generated(longest):
+        return PLACEHOLDERS[PiiKind.SECRET], True
+    return value, False
+
+
+def _second_group_secret(match: re.Match[str]) -> tuple[str, bool]:
+    if match.group(2).startswith("["):  # already a placeholder
+        return match.group(0), False
+    return f"{match.group(1)}{PLACEHOLDERS[PiiKind.SECRET]}", True
+
+
+def _basic(match: re.Match[str]) -> tuple[str, bool]:
+    token = match.group(2)
+    try:
+        decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return match.group(0), False
+    if ":" in decoded and decoded.isprintable():
+        return f"{match.group(1)}{PLACEHOLDERS[PiiKind.SECRET]}", True
     return match.group(0), False
 
 
 # --- e-mail, IP, card ------------------------------------------------------------------------
 
-_LOCAL = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+_LOCAL = r"[\w!#$%&'*+/=?^`{|}~-]"  # \w: any script's letters and digits (RFC 6531)
+_AT = "[@\uff20\ufe6b]"  # "@", the full-width "＠" and the small "﹫"
 # After a failed address the local part's run is consumed as a kept match when a start inside
 # it was possible (a character of _LOCAL outside the lookbehind's class, e.g. "!", before the
 # run's end): every such start ends at the same "@" (or none) and fails the same way.
 _EMAIL = re.compile(
-    rf"(?<![A-Za-z0-9._%+-])(?:"
+    rf"(?<![\w.%+-])(?:"
     rf"(?P<email>{_LOCAL}++(?:\.{_LOCAL}++)*+"
-    r"@(?>[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}(?![A-Za-z0-9-]))"
-    rf"|(?=[A-Za-z0-9._%+-]*+[!#$&'*/=?^`{{|}}~]){_LOCAL}++(?:\.{_LOCAL}++)*+)"
+    rf"{_AT}(?>[^\W_](?:(?:[^\W_]|-){{0,61}}[^\W_])?\.)+"  # IDN labels: any script
+    r"(?:[^\W\d_]{2,63}|xn--[A-Za-z0-9-]{1,59})(?![\w-]))"
+    rf"|(?=[\w.%+-]*+[!#$&'*/=?^`{{|}}~]){_LOCAL}++(?:\.{_LOCAL}++)*+)"
 )
 _IPV6 = re.compile(
     r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{1,4})?"
     r"(?:%[0-9A-Za-z]++)?(?![0-9A-Za-z:]|\.\d)"
 )
 _IPV4 = re.compile(r"(?<![0-9A-Za-z.])\d{1,3}(?:\.\d{1,3}){3}(?![0-9A-Za-z]|\.\d)")
-_CARD = re.compile(r"(?<![0-9A-Za-z-])\d(?:[ -]?\d){12,18}(?![0-9A-Za-z]|-\d)")
+_CARD = re.compile(r"(?<![0-9A-Za-z._-])\d(?:[ ._-]?\d){12,18}(?![0-9A-Za-z]|[._-]\d)")
 
 
 def _is_ipv6(candidate: str) -> bool:
@@ -221,7 +279,7 @@ def _is_card(candidate: str) -> bool:
     separators = {ch for ch in candidate if not ch.isdecimal()}
     if len(separators) > 1:
         return False  # "1234 5678-..." mixes separators: not a card as written
-    if separators and len(re.split(r"[ -]", candidate)[0]) != 4:
+    if separators and len(re.split(r"[ ._-]", candidate)[0]) != 4:
         return False  # printed cards start with a 4-digit group; phones (3-3-4) do not
     digits = "".join(ch for ch in candidate if ch.isdecimal())
     return 13 <= len(digits) <= 19 and luhn_valid(digits)
@@ -325,6 +383,10 @@ STEPS: tuple[tuple[PiiKind, Replace, Keep], ...] = (
     (PiiKind.SECRET, _UpToLastPemEnd(), _placeholder_if(PiiKind.SECRET, _ALWAYS)),
     (PiiKind.SECRET, _JWT, _placeholder_if_group(PiiKind.SECRET, "jwt")),
     (PiiKind.SECRET, _PREFIXED_SECRET, _placeholder_if(PiiKind.SECRET, _ALWAYS)),
+    (PiiKind.SECRET, _CASED_SECRET, _cased_secret),
+    (PiiKind.SECRET, _AUTH_HEADER, _second_group_secret),
+    (PiiKind.SECRET, _BASIC, _basic),
+    (PiiKind.SECRET, _URL_USERINFO, _second_group_secret),
     (PiiKind.SECRET, _BEARER, _bearer),
     (PiiKind.SECRET, _KEY_VALUE, _key_value),
     (PiiKind.EMAIL, _EMAIL, _placeholder_if_group(PiiKind.EMAIL, "email")),

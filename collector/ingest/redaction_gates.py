@@ -92,7 +92,9 @@ def secret_possible(text: str) -> bool:
     return False
 
 
-KEY_WORDS = ("key", "secret", "token", "passw", "pwd", "auth", "credential", "session")
+_CASED_MARKERS = ("akia", "asia", "abia", "acca")
+
+KEY_WORDS = ("key", "secret", "token", "pass", "pw", "auth", "credential", "session")
 
 
 _IPV6_AT = re.compile(r"[0-9A-Fa-f]{0,4}:")
@@ -172,9 +174,13 @@ def gates(text: str) -> tuple[bool, ...]:
         "-----BEGIN" in text and "-----END" in text,  # a PEM block
         "eyJ" in text,  # a JWT (base64url of '{"')
         secret_possible(text),
+        "sk-" in low or any(m in low for m in _CASED_MARKERS),  # SK-, a lower-case AWS key id
+        "authorization" in low,
+        "basic" in low,
+        "://" in text and "@" in text,  # a URL's user:password@
         "bearer" in low,
         ("=" in text or ":" in text) and key_value_possible(low),
-        "@" in text,
+        "@" in text or "\uff20" in text or "\ufe6b" in text,  # "@", "＠", "﹫"
         ipv6_possible(text),
         ipv4,
         digits_at_least(text, MIN_CARD_DIGITS),
