@@ -203,6 +203,16 @@ def md(value: object) -> str:
     return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
 
 
+def md_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose text cells (and column names) are :func:`md`-escaped, for
+    ``st.table``, which renders Markdown in its cells; numbers and nulls are left as they are."""
+    out = frame.rename(columns=lambda c: md(c) if isinstance(c, str) else c)
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(lambda v: md(v) if isinstance(v, str) else v)
+    return out
+
+
 def now_ns(granularity_s: int = 10) -> int:
     """Now (unix ns) floored to ``granularity_s`` so cached queries share their key."""
     step = granularity_s * 1_000_000_000

@@ -40,7 +40,7 @@ name = st.selectbox("Rollout", roll["name"].tolist(), key="canary_pick")
 r = roll[roll["name"] == name].iloc[0]
 c = st.columns(4)
 c[0].metric("Status", ui.md(r["status"]))
-c[1].metric("Step", f"{r['step'] + 1} of {r['steps_pct'].count('%')}", help=r["steps_pct"])
+c[1].metric("Step", f"{r['step'] + 1} of {r['steps_pct'].count('%')}", help=ui.md(r["steps_pct"]))
 c[2].metric(
     "Weights",
     f"{r['baseline_weight_pct']:.0f} % / {r['candidate_weight_pct']:.0f} %",

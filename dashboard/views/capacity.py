@@ -57,22 +57,23 @@ def per_replica(eng: pd.DataFrame, usd_per_hour: float | None) -> pd.DataFrame:
 
 
 def advice(desired: pd.DataFrame, table: pd.DataFrame) -> list[str]:
-    """Sentences an operator acts on (scale up / down / hold, and why)."""
+    """Sentences an operator acts on (scale up / down / hold, and why), as Markdown: model
+    labels (the gateway's ``/metrics``) and replica URLs are escaped with :func:`ui.md`."""
     words = []
     for _, r in desired.iterrows():
         want, have = int(r["desired"]), int(r["actual"])
         if want > have:
-            words.append(f"Scale **{r['model']}** up from {have} to {want} replicas.")
+            words.append(f"Scale **{ui.md(r['model'])}** up from {have} to {want} replicas.")
         elif want < have:
-            words.append(f"**{r['model']}** can shrink from {have} to {want} replicas.")
+            words.append(f"**{ui.md(r['model'])}** can shrink from {have} to {want} replicas.")
         else:
-            words.append(f"**{r['model']}**: {have} replicas match the demand.")
+            words.append(f"**{ui.md(r['model'])}**: {have} replicas match the demand.")
     if not table.empty:
         hot = table[(table["KV cache %"].fillna(0) > 90) | (table["waiting"].fillna(0) > 0)]
         for _, r in hot.iterrows():
             words.append(
-                f"Replica {r['replica']} is saturated (KV cache {r['KV cache %']} %, "
-                f"{r['waiting']} waiting): add capacity or route away from it."
+                f"Replica {ui.md(r['replica'])} is saturated (KV cache {r['KV cache %']} %, "
+                f"{ui.md(r['waiting'])} waiting): add capacity or route away from it."
             )
         if hot.empty and desired.empty:
             peak = table["KV cache %"].max()
@@ -92,7 +93,7 @@ table = per_replica(eng, price or None) if not eng.empty else pd.DataFrame()
 fetched = gateway_metrics(gw_url, ctx.settings.egress_allow) if gw_url else None
 gm = fetched.frame if fetched is not None else None
 if fetched is not None and fetched.error:
-    st.warning(f"Gateway metrics: {fetched.error}")
+    st.warning(f"Gateway metrics: {ui.md(fetched.error)}")  # it may quote the URL
 desired = pd.DataFrame(columns=["model", "desired", "actual"])
 if gm is not None and not gm.empty and "model" in gm:
     piv = gm[gm["name"].isin(["driftline_desired_replicas", "driftline_replicas"])]
@@ -119,16 +120,17 @@ for line in advice(desired, table) or ["Not enough data for advice yet."]:
 
 st.subheader("Desired vs actual replicas")
 if desired.empty:
-    why = "Enter the gateway URL." if not gw_url else f"No scaling metrics from {gw_url}."
+    why = "Enter the gateway URL." if not gw_url else f"No scaling metrics from {ui.md(gw_url)}."
     ui.no_data("scaling signal", why)
 else:
-    st.table(desired.set_index("model"))  # HTML table: small, and readable by screen readers
+    # HTML table: small, and readable by screen readers; st.table renders Markdown in cells
+    st.table(ui.md_frame(desired).set_index("model"))
 
 st.subheader("Per replica")
 if table.empty:
     ui.no_data("engine samples", "Configure engine /metrics scraping in the collector.")
 else:
-    st.table(table.set_index("replica"))
+    st.table(ui.md_frame(table).set_index("replica"))
     eng = eng.assign(kv_pct=eng["kv_cache_usage"] * 100)
     a, b = st.columns(2)
     with a:

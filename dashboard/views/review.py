@@ -30,7 +30,7 @@ st.progress(
 )
 last = st.session_state.get("review_last")
 if last:
-    st.success(last["message"], icon=":material/check_circle:")
+    st.success(last["message"], icon=":material/check_circle:")  # its label: escaped below
     if last.get("judge"):
         st.markdown("**Judge verdict on the sample you just labelled**")
         ui.table(pd.DataFrame(last["judge"]), hide_index=True)
@@ -52,8 +52,12 @@ right.markdown("**Answer**")
 right.text(task.answer or "(answer not captured)")
 levels = task.rubric.scale.levels
 names = {int(lv.score): lv.label.replace("_", " ") for lv in levels}
-with st.expander(f"Rubric: {task.rubric.name} — {task.rubric.description}", expanded=False):
-    st.markdown("\n".join(f"- **{lv.score}** {names[lv.score]}: {lv.description}" for lv in levels))
+with st.expander(ui.md(f"Rubric: {task.rubric.name} — {task.rubric.description}"), expanded=False):
+    st.markdown(
+        "\n".join(
+            f"- **{lv.score}** {ui.md(names[lv.score])}: {ui.md(lv.description)}" for lv in levels
+        )
+    )
 comment = st.text_input("Comment (optional)", key=f"review_comment_{task.id}")
 corrected = st.text_area(
     "Corrected answer (optional)",
@@ -82,7 +86,8 @@ def _submit(score: int | None, skip: bool) -> None:
     message = (
         f"Item {task.id}: skipped"
         if skip
-        else f"Item {task.id}: labelled {score} ({stored.label or names.get(score or 0, '')})"
+        else f"Item {task.id}: labelled {score} "
+        f"({ui.md(stored.label or names.get(score or 0, ''))})"
         + (" with a corrected answer" if corrected and corrected.strip() else "")
     )
     st.session_state["review_last"] = {"message": message, "judge": verdict}
