@@ -187,6 +187,37 @@ def keys_revoke(key_id: str, database_url: str | None) -> None:
     click.echo(f"revoked {key_id}")
 
 
+@keys.command("list")
+@click.option("--tenant", default=None, help="Only this tenant's keys.")
+@click.option("--database-url", default=None)
+def keys_list(tenant: str | None, database_url: str | None) -> None:
+    """List keys, tab-separated: tenant, key id, role, name, created, revoked (UTC ISO 8601;
+    revoked empty while active). Never a secret: only its hash is stored, and not shown."""
+    from sqlalchemy import select
+
+    from collector.store.models.api import ApiKey
+
+    settings = load_settings(database_url=database_url)
+    eng = store_engine.make_engine(settings.database_url)
+    cols = (ApiKey.tenant, ApiKey.key_id, ApiKey.role, ApiKey.name)
+    q = select(*cols, ApiKey.created_at, ApiKey.revoked_at).order_by(
+        ApiKey.tenant, ApiKey.created_at, ApiKey.key_id
+    )
+    if tenant is not None:
+        q = q.where(ApiKey.tenant == tenant)
+    try:
+        with eng.connect() as conn:
+            rows = conn.execute(q).all()
+    finally:
+        eng.dispose()
+    click.echo("tenant\tkey_id\trole\tname\tcreated\trevoked")
+    for t, key_id, role, name, created, revoked in rows:
+        when = [d.isoformat(timespec="seconds") if d else "" for d in (created, revoked)]
+        fields = [t, key_id, role, name or "", *when]
+        # names are free text: tabs and line breaks would break the columns
+        click.echo("\t".join(" ".join(f.split()) if f else "" for f in fields))
+
+
 @click.group("tenants")
 def tenants() -> None:
     """Tenant policies: content capture and retention."""
