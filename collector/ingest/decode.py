@@ -159,11 +159,14 @@ def parse_protobuf(body: bytes) -> tuple[ExportTraceServiceRequest, DecodedBatch
         first = exc
     try:
         recovered = recover(body, ExportTraceServiceRequest())
-    except WireError:
-        raise DecodeError(f"the body is not a valid OTLP protobuf message: {first}") from None
+    except WireError as exc:
+        raise DecodeError(
+            f"the body is not a valid OTLP protobuf message: {first}; {exc}"
+        ) from None
     batch = DecodedBatch()
     for reason in recovered.reasons:
         batch.reject(1, reason)
+    batch.rejected = recovered.rejected
     return recovered.message, batch
 
 

@@ -204,11 +204,14 @@ def _decode_protobuf(body: bytes) -> LogBatch:
         first = exc
     try:
         recovered = recover(body, ExportLogsServiceRequest())
-    except WireError:
-        raise DecodeError(f"the body is not a valid OTLP protobuf message: {first}") from None
+    except WireError as exc:
+        raise DecodeError(
+            f"the body is not a valid OTLP protobuf message: {first}; {exc}"
+        ) from None
     batch = records_from_request(recovered.message)
     for reason in recovered.reasons:
         batch.reject(reason)
+    batch.rejected += recovered.rejected - len(recovered.reasons)
     return batch
 
 
