@@ -17,9 +17,9 @@ Layout, under ``<spool dir>/quarantine/``:
   ``driftline_spool_quarantine_dropped_records`` and of ``/healthz``'s recent count
   (:class:`JournalFollower`), also after a replay emptied the directory.
 
-Size bound (``DRIFTLINE_SPOOL_QUARANTINE_MAX_BYTES``): when the records' files pass it, the
-oldest records (lowest offset) are dropped whole, entry and body, until they fit, each
-logged and journalled; a record larger than the bound on its own is dropped at once. An id is
+Size bound (``DRIFTLINE_SPOOL_QUARANTINE_MAX_BYTES``): when the records' files (body and entry)
+pass it, the oldest records (lowest offset) are dropped whole until they fit, each logged and
+journalled; a record larger than the bound on its own is dropped at once. An id is
 the record's end offset: ``list`` shows it zero-padded to 20 digits, and every command takes
 it with or without the zeros. ``driftline spool quarantine remove ID... | --all`` forgets
 records (an operator who looked at them).
@@ -163,19 +163,22 @@ class Quarantine:
         return entry, not again
 
     def _record_sizes(self) -> list[tuple[str, int]]:
-        """(id, bytes of its ``.rec`` file) of every record here, oldest first."""
-        out = []
+        """(id, bytes of its ``.rec`` and ``.json`` files) of every record here, oldest first
+        (the entry counts too: ~2 KB of error text beside a tiny body would otherwise escape
+        the bound)."""
+        sizes: dict[str, int] = {}
         with os.scandir(self.dir) as it:
             for d in it:
-                if d.name.endswith(".rec"):
+                rid, dot, suffix = d.name.partition(".")
+                if dot and suffix in ("rec", "json") and rid.isdigit():
                     try:
-                        out.append((d.name[:-4], d.stat().st_size))
+                        sizes[rid] = sizes.get(rid, 0) + d.stat().st_size
                     except FileNotFoundError:
                         continue
-        return sorted(out)
+        return sorted(sizes.items())
 
     def size_bytes(self) -> int:
-        """Bytes of the quarantined records' bodies on disk (their ``.rec`` files)."""
+        """Bytes of the quarantined records on disk (their ``.rec`` and ``.json`` files)."""
         return sum(n for _rid, n in self._record_sizes()) if self.dir.is_dir() else 0
 
     def drop_oldest(self) -> list[str]:

@@ -25,7 +25,7 @@ from tests.conftest import make_settings, wait_for
 
 #: a body no decoder accepts: quarantined as ``decode``, ~1 KiB each
 POISON = b"\xff\x01 not a protobuf message \x00\xfe" * 30
-BOUND = 2_500  # two poison records' files fit, not three
+BOUND = 4_000  # a few poison records' files (~0.9 KB body, ~0.6 KB entry), not five
 
 
 @pytest.fixture
@@ -67,15 +67,35 @@ def test_the_quarantine_keeps_the_newest_records_within_its_bound(
     c, spool_dir = app
     ends = _poison(c, 5)
     q = Quarantine(spool_dir)
-    assert [e.id for e in q.entries()] == [f"{e:020d}" for e in ends[-2:]]
-    assert q.size_bytes() <= BOUND
-    assert _dropped_metric(c) == 3
-    assert JournalFollower(spool_dir).dropped == 3
+    kept = [e.id for e in q.entries()]
+    n = len(kept)
+    assert 0 < n < 5 and kept == [f"{e:020d}" for e in ends[-n:]]  # the newest kept
+    size = q.size_bytes()
+    assert size <= BOUND < size * (n + 1) / n  # as many as fit (records of one size)
+    assert _dropped_metric(c) == 5 - n
+    assert JournalFollower(spool_dir).dropped == 5 - n
     health = c.get("/healthz").json()
     assert health["status"] == "degraded"
     assert health["problems"] == [
-        "2 spool records quarantined in the last 3600 s (driftline spool quarantine list)"
+        f"{n} spool records quarantined in the last 3600 s (driftline spool quarantine list)"
     ]
+
+
+def test_tiny_records_with_long_errors_stay_within_the_bound(tmp_path: Path) -> None:
+    """The entry (up to 2,000 characters of error) counts, not only the body: 40 records of
+    10 bytes would otherwise keep ~100 KB under a 4 KB bound."""
+    spool = Spool(tmp_path / "spool")
+    try:
+        for _ in range(40):
+            spool.append(TRACES_PROTOBUF, "a", b"0123456789", time.time_ns()).result(5)
+        records = spool.read(0)
+    finally:
+        spool.close()
+    q = Quarantine(tmp_path / "spool", max_bytes=4_000)
+    for rec in records:
+        q.add(rec, "decode", "e" * 5_000)
+    assert 0 < len(q.entries()) < 4 and q.size_bytes() <= 4_000
+    assert [e.end for e in q.entries()] == [r.end for r in records[-len(q.entries()) :]]
 
 
 def test_remove_takes_unpadded_ids_and_clears_healthz(app: tuple[TestClient, Path]) -> None:
