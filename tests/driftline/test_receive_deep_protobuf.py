@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
@@ -154,3 +155,26 @@ def test_with_a_good_key_malformed_bytes_are_invalid_argument_and_valid_ones_sto
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     resp = grpc_raw(lc.grpc_endpoint, pb_request(2, bad=1, trace_byte=7), key)
     assert resp.partial_success.rejected_spans == 1
+
+
+def test_grpc_logs_malformed_is_invalid_argument_and_a_deep_record_rejected_alone(
+    collector: LiveCollector,
+) -> None:
+    """Before: INTERNAL for both (the generated servicer parsed the whole message first)."""
+    method = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+    answer = logs_service_pb2.ExportLogsServiceResponse
+    req = logs_service_pb2.ExportLogsServiceRequest()
+    records = req.resource_logs.add().scope_logs.add().log_records
+    for levels in (0, 60):
+        rec = records.add(event_name="other.event", time_unix_nano=1_714_000_000 * 10**9)
+        rec.attributes.add(key="deep").value.CopyFrom(deep_value(levels))
+    with grpc.insecure_channel(collector.grpc_endpoint) as channel:
+        export = channel.unary_unary(
+            method, request_serializer=None, response_deserializer=answer.FromString
+        )
+        with pytest.raises(grpc.RpcError) as err:
+            export(b"\xff\xff\xff", timeout=30)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        resp = export(req.SerializeToString(), timeout=30)
+    assert resp.partial_success.rejected_log_records == 1
+    assert "logRecords[1]" in resp.partial_success.error_message
