@@ -121,7 +121,7 @@ _PREFIXED_SECRET = re.compile(
 # Other cases of the prefixes above (``SK-``, a lower-case AWS key id): a finding only when the
 # rest looks generated, since the prefix alone is no longer specific.
 _CASED_SECRET = re.compile(
-    r"(?ai)\b(?:sk-[A-Za-z0-9][A-Za-z0-9_-]{19,}+|(?:akia|asia|abia|acca)[A-Za-z0-9]{16}\b)"
+    r"(?ai)\b(?:sk-[A-Za-z0-9][A-Za-z0-9_-]{19,}+|(?:akia|asia)[A-Za-z0-9]{16}\b)"
 )
 # "Authorization: <scheme> <credentials>" as a header in text: the credentials whatever they
 # look like (a scheme is required, so prose such as "authorization: pending" is kept).
