@@ -163,7 +163,8 @@ def test_fuzz_deeply_nested_protobuf(app_client: TestClient) -> None:
 
     run()
     check(app_client, answers, EXAMPLES["deep_protobuf"])
-    assert answers[200] > 0 and answers[400] > 0  # shallow ones stored, too deep refused
+    # shallow ones stored; a span too deep for upb is rejected alone in partialSuccess (200)
+    assert answers[200] == EXAMPLES["deep_protobuf"]
 
 
 @pytest.mark.slow
