@@ -51,10 +51,12 @@ class Expect:
     #: the spec of each item by its key or evaluation-name prefix (for failure messages)
     specs: dict[Any, SpanSpec | LogSpec] = field(default_factory=dict)
     invalid_logs: int = 0
+    #: items refused alone by the protobuf parser (``bad_utf8``: the first span or record)
+    refused_alone: int = 0
 
     @property
     def invalid_count(self) -> int:
-        return len(self.invalid_spans) + self.invalid_logs
+        return len(self.invalid_spans) + self.invalid_logs + self.refused_alone
 
 
 def key_of(salt: int, n: int) -> tuple[bytes, bytes]:
@@ -205,14 +207,19 @@ def build_request(
             if sp.cls == "plain" and sp.dup is not None and sp.dup < len(plain_keys):
                 key = plain_keys[sp.dup]
             msg = _span(sp, *key)
+            refused = False
             if spec.bad_utf8 and not docs and not ss.spans:
                 msg.attributes.append(_kv("x.raw", BAD_UTF8))
+                refused = spec.media == "protobuf" and sp.cls != "invalid"
             ss.spans.append(msg)
             docs.append(_span_json(sp, msg))
             exp.specs[hexkey(key)] = sp
-            {"plain": exp.plain_spans, "odd": exp.odd_spans, "invalid": exp.invalid_spans}[
-                sp.cls
-            ].append(hexkey(key))
+            if refused:  # the parser refuses this span alone (rejected in partialSuccess)
+                exp.refused_alone += 1
+            else:
+                {"plain": exp.plain_spans, "odd": exp.odd_spans, "invalid": exp.invalid_spans}[
+                    sp.cls
+                ].append(hexkey(key))
             if sp.cls == "plain":
                 plain_keys.append(key)
         doc: Any = {"resourceSpans": [{"scopeSpans": [{"spans": docs}]}]} if docs else {}
@@ -227,14 +234,17 @@ def build_request(
                 trace, sid = plain_keys[0]
             if lg.cls == "invalid":
                 sid = sid[:5]
+            refused = spec.bad_utf8 and not sl.log_records and spec.media == "protobuf"
+            if refused and lg.cls != "invalid":  # the parser refuses this record alone
+                exp.refused_alone += 1
             if lg.event == "eval":
                 rec = _eval_record(lg, prefix, trace, sid)
-                if lg.cls != "invalid":
+                if lg.cls != "invalid" and not refused:
                     (exp.plain_evals if lg.cls == "plain" else exp.odd_evals).append(prefix)
                     exp.specs[prefix] = lg
             elif lg.event == "content":
                 rec = _content_record(lg, trace, sid)
-                if lg.cls != "invalid":
+                if lg.cls != "invalid" and not refused:
                     target = exp.plain_contents if lg.cls == "plain" else exp.odd_contents
                     target.append((trace.hex(), sid.hex()))
                     exp.specs[(trace.hex(), sid.hex())] = lg
