@@ -11,7 +11,6 @@ hex ids, int64 as string or number, integer enums, unknown fields ignored) and
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,11 +20,11 @@ from google.protobuf.message import DecodeError as ProtoDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.errors import DecodeError
+from collector.ingest.anyvalue import any_value as any_value  # re-exported (logs, tests)
+from collector.ingest.anyvalue import attributes, json_resource_attributes
 from collector.ingest.body import (  # noqa: F401 - re-exported: the receivers' one import
     JSON,
     PROTOBUF,
@@ -63,34 +62,6 @@ class DecodedBatch:
         more = self.rejected - len(self.errors)
         text = "; ".join(self.errors)
         return text + (f"; and {more} more" if more > 0 and self.errors else "")
-
-
-# --------------------------------------------------------------------------- values
-
-
-def any_value(v: AnyValue) -> Any:
-    """Convert an OTLP ``AnyValue`` to plain JSON-able Python (bytes become base64 text)."""
-    kind = v.WhichOneof("value")
-    if kind == "string_value":
-        return v.string_value
-    if kind == "int_value":
-        return v.int_value
-    if kind == "double_value":
-        return v.double_value
-    if kind == "bool_value":
-        return v.bool_value
-    if kind == "array_value":
-        return [any_value(x) for x in v.array_value.values]
-    if kind == "kvlist_value":
-        return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
-    if kind == "bytes_value":
-        return base64.b64encode(v.bytes_value).decode()
-    return None
-
-
-def attributes(kvs: Iterable[KeyValue]) -> dict[str, Any]:
-    """OTLP attributes as a dict; a key repeated keeps its last value."""
-    return {kv.key: any_value(kv.value) for kv in kvs}
 
 
 def _hex_id(raw: bytes, size: int) -> str | None:
@@ -307,39 +278,6 @@ def _load_json(body: bytes) -> Any:
     raise DecodeError(f"the body is not valid JSON: nested past {MAX_JSON_DEPTH} levels")
 
 
-def _json_resource(doc: dict[str, Any]) -> dict[str, Any]:
-    """The attributes of an OTLP/JSON ``resource`` object. An attribute whose value does not
-    parse (nested past json_format's depth limit, a wrong type) keeps its key with a null value,
-    as :func:`cut_deep` cuts one: the resource's spans are kept.
-
-    Raises:
-        ValueError, json_format.ParseError: the resource itself is malformed (not its values).
-    """
-    res = Resource()
-    try:
-        json_format.ParseDict(doc, res, ignore_unknown_fields=True)
-        return attributes(res.attributes)
-    except (json_format.ParseError, RecursionError):
-        attrs = doc.get("attributes")
-        if not isinstance(attrs, list):
-            raise
-    res.Clear()
-    json_format.ParseDict(
-        {k: v for k, v in doc.items() if k != "attributes"}, res, ignore_unknown_fields=True
-    )
-    out: dict[str, Any] = {}
-    for raw in attrs:
-        if not isinstance(raw, dict) or not isinstance(raw.get("key"), str):
-            raise ValueError("resource attributes must be objects with a string key")
-        kv = KeyValue()
-        try:
-            json_format.ParseDict(raw, kv, ignore_unknown_fields=True)
-            out[kv.key] = any_value(kv.value)
-        except (json_format.ParseError, RecursionError):
-            out[raw["key"]] = None
-    return out
-
-
 def _list_field(obj: dict[str, Any], *names: str) -> list[Any]:
     for name in names:
         value = obj.get(name)
@@ -380,7 +318,7 @@ def decode_json(body: bytes) -> DecodedBatch:
             res_doc = rs.get("resource") or {}
             if not isinstance(res_doc, dict):
                 raise ValueError("resource must be an object")
-            resource = _json_resource(res_doc)
+            resource = json_resource_attributes(res_doc)
         except (ValueError, json_format.ParseError) as exc:
             scopes = rs.get("scopeSpans")
             count = sum(
