@@ -26,11 +26,15 @@ def _ours() -> list[str]:
     return sorted(t.name for t in threading.enumerate() if t.name.startswith("driftline"))
 
 
-def _children() -> list[psutil.Process]:
-    """Live child processes, but multiprocessing's resource tracker (one per interpreter,
-    started with the first spawned child; not the app's)."""
+def _children(before: frozenset[int] = frozenset()) -> list[psutil.Process]:
+    """Live child processes started after ``before`` (pids alive before the app started: an
+    earlier test of the same pytest worker may have left its own, e.g. PySpark's JVM), but
+    multiprocessing's resource tracker (one per interpreter, started with the first spawned
+    child; not the app's)."""
     out = []
     for p in psutil.Process().children(recursive=True):
+        if p.pid in before:
+            continue
         try:
             if p.is_running() and "resource_tracker" not in " ".join(p.cmdline()):
                 out.append(p)
@@ -50,14 +54,15 @@ def _port_free(port: int) -> bool:
 
 def _start_fails(settings_kw: dict[str, object], sqlite_url: str) -> str:
     """Start the app; return the start-up error's text once nothing of it is left running."""
-    assert _ours() == [] and _children() == []
+    before = frozenset(p.pid for p in _children())
+    assert _ours() == []
     app = create_app(make_settings(sqlite_url, **settings_kw))
     with pytest.raises(Exception) as err, TestClient(app):  # the cause is asserted by callers
         pass
     # stops are synchronous: nothing may be left once the error is out (a short grace only
     # for a thread's last instructions after its join returned)
     assert wait_for(lambda: _ours() == [], timeout_s=5), _ours()
-    assert wait_for(lambda: _children() == [], timeout_s=5), _children()
+    assert wait_for(lambda: _children(before) == [], timeout_s=5), _children(before)
     return str(err.value)
 
 
